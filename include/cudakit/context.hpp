@@ -1,0 +1,101 @@
+// Contexts: the device's primary context, retained by RAII (issue 2, point 5).
+//
+// cudakit uses primary contexts only: the one context per device that the runtime API
+// (and so PyTorch, CuPy, cuBLAS) also uses, which makes interop free. A Context owner
+// holds one retain; a ContextRef is a non-owning, trivially copyable view.
+//
+// The current context is cached per thread (DESIGN 8): make_current() issues
+// cuCtxSetCurrent only when this thread's current context differs from the cached one.
+// Code that changes the current context behind cudakit's back (cuCtxSetCurrent,
+// cudaSetDevice to another device) must call forget_cached_current_context() after.
+//
+// Thread safety: a ContextRef may be used from any thread; an owner may be moved or
+// destroyed by one thread at a time, like any object.
+#pragma once
+
+#include <cuda.h>
+
+#include <utility>
+
+#include "cudakit/device.hpp"
+
+namespace cudakit {
+
+namespace detail {
+extern thread_local CUcontext cached_current_context;
+void set_current_context_slow(CUcontext context, int device);
+}  // namespace detail
+
+/// Forgets this thread's cached current context, so the next make_current() asks the
+/// driver. Call it after changing the current context outside cudakit.
+inline void forget_cached_current_context() noexcept { detail::cached_current_context = nullptr; }
+
+class ContextRef {
+ public:
+  ContextRef() = default;
+  ContextRef(CUcontext handle, int device) noexcept : handle_(handle), device_(device) {}
+
+  CUcontext handle() const noexcept { return handle_; }
+  int device_ordinal() const noexcept { return device_; }
+  Device device() const { return Device::get(device_); }
+  explicit operator bool() const noexcept { return handle_ != nullptr; }
+
+  /// Makes this context current on the calling thread (no driver call when it already is).
+  void make_current() const {
+    if (detail::cached_current_context != handle_) [[unlikely]]
+      detail::set_current_context_slow(handle_, device_);
+  }
+
+  /// Waits for all work in this context.
+  void synchronize() const;
+
+  /// The stream priority range: {least, greatest}. Numerically, greatest <= least
+  /// (for example {0, -5}); lower numbers run first.
+  std::pair<int, int> stream_priority_range() const;
+
+  friend bool operator==(const ContextRef& a, const ContextRef& b) noexcept { return a.handle_ == b.handle_; }
+
+ private:
+  CUcontext handle_ = nullptr;
+  int device_ = -1;
+};
+
+class Context {
+ public:
+  /// Retains the device's primary context (cuDevicePrimaryCtxRetain).
+  static Context primary(Device device);
+  static Context primary(int ordinal) { return primary(Device::get(ordinal)); }
+
+  Context() = default;
+  Context(Context&& other) noexcept : ref_(std::exchange(other.ref_, {})) {}
+  Context& operator=(Context&& other) noexcept {
+    if (this != &other) {
+      reset();
+      ref_ = std::exchange(other.ref_, {});
+    }
+    return *this;
+  }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context() { reset(); }
+
+  /// Another retain of the same primary context.
+  Context clone() const;
+
+  ContextRef ref() const noexcept { return ref_; }
+  operator ContextRef() const noexcept { return ref_; }
+  CUcontext handle() const noexcept { return ref_.handle(); }
+  int device_ordinal() const noexcept { return ref_.device_ordinal(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(ref_); }
+
+  void make_current() const { checked_ref().make_current(); }
+  void synchronize() const { checked_ref().synchronize(); }
+
+ private:
+  explicit Context(ContextRef ref) : ref_(ref) {}
+  ContextRef checked_ref() const;
+  void reset() noexcept;
+  ContextRef ref_;
+};
+
+}  // namespace cudakit

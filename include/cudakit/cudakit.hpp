@@ -1,0 +1,9 @@
+// The umbrella header: includes every public cudakit header, and nothing else.
+#pragma once
+
+#include "cudakit/context.hpp"
+#include "cudakit/device.hpp"
+#include "cudakit/driver.hpp"
+#include "cudakit/error.hpp"
+#include "cudakit/event.hpp"
+#include "cudakit/stream.hpp"

@@ -1,0 +1,129 @@
+// The driver layer: the only code in cudakit that calls the CUDA Driver API (DESIGN 2).
+//
+// libcuda.so.1 is opened at run time (never linked), and every entry is resolved
+// through cuGetProcAddress_v2 at the ABI version listed in detail/driver_entries.hpp,
+// lazily on its first call and thread-safely. A call reads one atomic pointer and
+// jumps through it: nothing else sits on the hot path.
+//
+// Call an entry as `driver::cu.StreamQuery(stream)`. The result is the raw CUresult;
+// the resource layers turn it into an exception with `driver::check` (error.hpp).
+//
+// Thread safety: everything here may be used from any thread at any time.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <atomic>
+#include <cstddef>
+#include <string>
+
+#include "cudakit/detail/driver_entries.hpp"
+
+namespace cudakit::driver {
+
+/// Identifies one driver entry; the order is that of CUDAKIT_DRIVER_ENTRIES.
+enum class EntryId : std::size_t {
+#define CUDAKIT_X(name, abi, since) name,
+  CUDAKIT_DRIVER_ENTRIES(CUDAKIT_X)
+#undef CUDAKIT_X
+  count_
+};
+
+inline constexpr std::size_t entry_count = static_cast<std::size_t>(EntryId::count_);
+
+/// What the table knows of an entry: its C name, the ABI version we call, and the
+/// driver version that introduced it.
+struct EntryInfo {
+  const char* name;
+  int abi_version;
+  int introduced_in;
+};
+
+inline constexpr EntryInfo entry_infos[] = {
+#define CUDAKIT_X(name, abi, since) {"cu" #name, abi, since},
+    CUDAKIT_DRIVER_ENTRIES(CUDAKIT_X)
+#undef CUDAKIT_X
+};
+
+constexpr const EntryInfo& entry_info(EntryId id) { return entry_infos[static_cast<std::size_t>(id)]; }
+
+/// The oldest driver cudakit runs on (CUDA 12.0). Newer entries are detected at run time.
+inline constexpr int minimum_driver_version = 12000;
+
+namespace detail {
+// One resolved pointer per entry; null until its first call (or a fake table's install).
+extern std::atomic<void*> slots[entry_count];
+// Resolves one entry, loading the driver first if needed. Throws DriverUnavailable when
+// the driver cannot be loaded and FeatureUnavailable when this driver lacks the entry.
+void* resolve(EntryId id);
+}  // namespace detail
+
+/// A callable for one entry, typed by the PFN of its pinned ABI version.
+template <EntryId Id, class Fn>
+struct Entry;
+
+template <EntryId Id, class R, class... Args>
+struct Entry<Id, R(CUDAAPI*)(Args...)> {
+  static constexpr EntryId id = Id;
+  static constexpr const char* name() { return entry_info(Id).name; }
+
+  R operator()(Args... args) const {
+    void* fn = detail::slots[static_cast<std::size_t>(Id)].load(std::memory_order_acquire);
+    if (fn == nullptr) [[unlikely]]
+      fn = detail::resolve(Id);
+    return reinterpret_cast<R(CUDAAPI*)(Args...)>(fn)(args...);
+  }
+};
+
+/// The PFN type of an entry at its pinned ABI version.
+template <EntryId Id>
+struct EntryType;
+#define CUDAKIT_X(name, abi, since)                  \
+  template <>                                        \
+  struct EntryType<EntryId::name> {                  \
+    using type = PFN_cu##name##_v##abi;              \
+  };
+CUDAKIT_DRIVER_ENTRIES(CUDAKIT_X)
+#undef CUDAKIT_X
+
+/// Every entry, as members named without the "cu" prefix: `cu.StreamQuery(s)`.
+struct Api {
+#define CUDAKIT_X(name, abi, since) [[no_unique_address]] Entry<EntryId::name, PFN_cu##name##_v##abi> name;
+  CUDAKIT_DRIVER_ENTRIES(CUDAKIT_X)
+#undef CUDAKIT_X
+};
+
+inline constexpr Api cu{};
+
+/// Loads and initialises the driver (cuInit) if that has not happened; throws
+/// DriverUnavailable with the reason when it cannot. Cheap after the first call.
+void ensure_loaded();
+
+/// The driver's CUDA version, e.g. 13000 for CUDA 13.0 (loads the driver).
+int version();
+
+/// The file the driver was loaded from, as the dynamic loader resolved it.
+std::string library_path();
+
+/// Whether this driver has the entry (resolving it if needed). Never throws for a
+/// missing entry; throws DriverUnavailable when there is no driver at all.
+bool has(EntryId id);
+
+/// Throws FeatureUnavailable naming `feature`, the entry and the version that
+/// introduced it, when this driver lacks the entry.
+void require(EntryId id, const char* feature);
+
+/// "13.0" from 13000.
+std::string version_string(int version);
+
+namespace testing {
+/// Replaces the driver with a table of entry pointers (a fake driver in unit tests).
+/// A null pointer makes that entry missing. `driver_version` is what version() reports.
+void install(void* const (&entries)[entry_count], int driver_version);
+/// Forgets any installed table and any loaded library, so the next call loads again
+/// (from CUDAKIT_LIBCUDA or libcuda.so.1). For loader tests.
+void reset();
+}  // namespace testing
+
+}  // namespace cudakit::driver

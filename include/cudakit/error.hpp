@@ -1,0 +1,253 @@
+// The error layer (DESIGN 4, invariants 2 and 7).
+//
+// Every failure is an exception rooted in cudakit::Error. A failed driver call becomes
+// a DriverError that carries the CUresult, its name and description, the call and the
+// resource, e.g.
+//   cuStreamCreateWithPriority on device 0 (NVIDIA H200): CUDA_ERROR_INVALID_VALUE: invalid argument
+// The message is built only when the call failed: `check` costs one compare otherwise.
+//
+// Sticky codes (those cuda.h documents as leaving the process inconsistent) poison the
+// device's context: every later checked call on it throws ContextPoisoned at once,
+// carrying the original error.
+//
+// Destructors never throw: what fails inside one is parked (with its origin), handed to
+// a handler the user may set, and kept until drain_parked_errors() takes it.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cudakit {
+
+/// What kind of object a failed call was about.
+enum class ResourceKind : std::uint8_t {
+  none,
+  device,
+  context,
+  stream,
+  event,
+  buffer,
+  pinned_buffer,
+  host_registration,
+  memory_pool,
+  module,
+  library,
+  kernel,
+  program,
+  graph,
+  graph_exec,
+};
+
+/// Names the object a call was about. Formatted into words only on failure.
+struct Resource {
+  ResourceKind kind = ResourceKind::none;
+  const void* handle = nullptr;  // the driver handle, or a device address
+  int device = -1;               // device ordinal, -1 when unknown
+  const char* name = nullptr;    // a kernel's or program's name, when it has one
+
+  static Resource none() { return {}; }
+  static Resource of_device(int device) { return {ResourceKind::device, nullptr, device, nullptr}; }
+  static Resource of(ResourceKind kind, const void* handle, int device, const char* name = nullptr) {
+    return {kind, handle, device, name};
+  }
+};
+
+/// "stream 0x7f.. on device 0 (NVIDIA H200)".
+std::string describe(const Resource& resource);
+
+/// The root of every exception cudakit throws.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A driver call returned an error.
+class DriverError : public Error {
+ public:
+  DriverError(CUresult code, std::string call, std::string resource);
+
+  CUresult code() const noexcept { return code_; }
+  /// "CUDA_ERROR_INVALID_VALUE".
+  const std::string& code_name() const noexcept { return code_name_; }
+  /// The driver's description, "invalid argument".
+  const std::string& description() const noexcept { return description_; }
+  /// The driver call, "cuStreamCreateWithPriority".
+  const std::string& call() const noexcept { return call_; }
+  /// The resource in words, "device 0 (NVIDIA H200)"; empty when none.
+  const std::string& resource() const noexcept { return resource_; }
+
+ protected:
+  DriverError(CUresult code, std::string call, std::string resource, std::string message);
+
+ private:
+  CUresult code_;
+  std::string code_name_;
+  std::string description_;
+  std::string call_;
+  std::string resource_;
+};
+
+/// The device ran out of memory for an allocation of `requested()` bytes.
+class OutOfMemory : public DriverError {
+ public:
+  OutOfMemory(std::string call, std::string resource, std::size_t requested, std::size_t free_bytes,
+              std::size_t total_bytes);
+  std::size_t requested() const noexcept { return requested_; }
+  std::size_t free_bytes() const noexcept { return free_; }
+  std::size_t total_bytes() const noexcept { return total_; }
+
+ private:
+  std::size_t requested_, free_, total_;
+};
+
+/// A call on a context that an earlier sticky error poisoned (DESIGN 7). code() is the
+/// original code; original() is the original error.
+class ContextPoisoned : public DriverError {
+ public:
+  ContextPoisoned(std::shared_ptr<const DriverError> original, std::string call, std::string resource);
+  const DriverError& original() const noexcept { return *original_; }
+
+ private:
+  std::shared_ptr<const DriverError> original_;
+};
+
+/// No usable CUDA driver: not installed, the toolkit's stub library, or too old.
+class DriverUnavailable : public Error {
+ public:
+  enum class Reason { not_installed, stub_library, too_old, no_device, init_failed };
+  DriverUnavailable(Reason reason, std::string message) : Error(std::move(message)), reason_(reason) {}
+  Reason reason() const noexcept { return reason_; }
+
+ private:
+  Reason reason_;
+};
+
+/// This driver lacks an entry that a feature needs (a feature newer than the driver).
+class FeatureUnavailable : public Error {
+ public:
+  FeatureUnavailable(std::string entry, int introduced_in, int driver_version, std::string message)
+      : Error(std::move(message)), entry_(std::move(entry)), introduced_in_(introduced_in),
+        driver_version_(driver_version) {}
+  const std::string& entry() const noexcept { return entry_; }
+  int introduced_in() const noexcept { return introduced_in_; }
+  int driver_version() const noexcept { return driver_version_; }
+
+ private:
+  std::string entry_;
+  int introduced_in_, driver_version_;
+};
+
+/// Bad input caught before the driver saw it (DESIGN 10): a launch shape over a limit,
+/// an extent mismatch, a wrong argument count, ...
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Use of an empty handle: a moved-from owner, or a default-constructed ref.
+class EmptyHandle : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Capture misuse: another thread submitting to a capturing stream, a synchronous call
+/// during capture, an unjoined fork, ... (DESIGN 6 and 9).
+class CaptureError : public Error {
+ public:
+  CaptureError(std::string message, CUresult code = CUDA_SUCCESS) : Error(std::move(message)), code_(code) {}
+  /// The driver's code where the driver reported it, CUDA_SUCCESS where cudakit did.
+  CUresult code() const noexcept { return code_; }
+
+ private:
+  CUresult code_;
+};
+
+/// capture_nonempty() captured no work.
+class EmptyCapture : public Error {
+ public:
+  using Error::Error;
+};
+
+/// NVRTC failed to compile a program; log() is its complete log.
+class CompileError : public Error {
+ public:
+  CompileError(std::string message, std::string log) : Error(std::move(message)), log_(std::move(log)) {}
+  const std::string& log() const noexcept { return log_; }
+
+ private:
+  std::string log_;
+};
+
+/// Whether cuda.h documents this code as leaving the process in an inconsistent state.
+bool is_sticky(CUresult code) noexcept;
+
+/// "CUDA_ERROR_INVALID_VALUE" (never throws; works without a driver).
+std::string error_name(CUresult code);
+/// "invalid argument" (never throws; works without a driver).
+std::string error_description(CUresult code);
+
+// ---- parked errors (DESIGN 2) ----
+
+/// An error that could not be thrown: raised in a destructor or in a host callback.
+struct ParkedError {
+  CUresult code = CUDA_SUCCESS;  // CUDA_SUCCESS for a non-driver error (a callback's exception)
+  std::string origin;            // "~Stream", "host callback", ...
+  std::string message;           // the full message, as an exception would carry it
+};
+
+/// Called synchronously, on the thread that parks, for every parked error. It must not
+/// throw (an exception from it is swallowed). Returns the previous handler.
+using ParkedErrorHandler = std::function<void(const ParkedError&)>;
+ParkedErrorHandler set_parked_error_handler(ParkedErrorHandler handler);
+
+/// Takes every error parked since the last drain, oldest first.
+std::vector<ParkedError> drain_parked_errors();
+
+/// How many errors are parked now.
+std::size_t parked_error_count();
+
+/// Parks an error (never throws). For destructors and callbacks.
+void park_error(ParkedError error) noexcept;
+void park_driver_error(CUresult code, const char* call, const Resource& resource, const char* origin) noexcept;
+
+namespace detail {
+
+// Per-device poison state (DESIGN 7). Devices beyond this count are never poisoned.
+inline constexpr int max_devices = 128;
+extern std::atomic<bool> poisoned_flags[max_devices];
+
+[[noreturn]] void throw_driver_error(CUresult code, const char* call, const Resource& resource);
+[[noreturn]] void throw_poisoned(const char* call, const Resource& resource);
+[[noreturn]] void throw_empty_handle(const char* what);
+
+/// The error that poisoned a device, or null.
+std::shared_ptr<const DriverError> poison_of(int device);
+/// Marks the device poisoned by this error, unless already poisoned (never overwritten).
+void poison(int device, std::shared_ptr<const DriverError> error);
+/// Clears every poison mark (unit tests only: a real poisoned context stays so).
+void clear_poison_for_testing();
+
+}  // namespace detail
+
+/// Throws ContextPoisoned if an earlier sticky error poisoned the resource's device.
+inline void check_not_poisoned(const char* call, const Resource& resource) {
+  int d = resource.device;
+  if (d >= 0 && d < detail::max_devices && detail::poisoned_flags[d].load(std::memory_order_relaxed)) [[unlikely]]
+    detail::throw_poisoned(call, resource);
+}
+
+/// Throws DriverError (or ContextPoisoned, OutOfMemory) unless `code` is CUDA_SUCCESS.
+inline void check(CUresult code, const char* call, const Resource& resource) {
+  if (code != CUDA_SUCCESS) [[unlikely]]
+    detail::throw_driver_error(code, call, resource);
+}
+
+}  // namespace cudakit

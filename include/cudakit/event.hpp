@@ -1,0 +1,91 @@
+// Events (issue 2, point 7): an owner and a ref; timing off unless asked.
+//
+// Thread safety: an EventRef may be recorded, queried and waited from any thread; the
+// owner is moved or destroyed by one thread at a time.
+#pragma once
+
+#include <cuda.h>
+
+#include <chrono>
+#include <utility>
+
+#include "cudakit/context.hpp"
+
+namespace cudakit {
+
+class StreamRef;
+
+/// Whether an event records timestamps. Timing costs a little on every record, so it is
+/// off unless asked for.
+enum class EventTiming { disabled, enabled };
+/// How a host waiting on the event waits: spinning (lowest latency) or blocking (frees
+/// the CPU core).
+enum class EventWait { spin, blocking };
+
+class EventRef {
+ public:
+  EventRef() = default;
+  EventRef(CUevent handle, int device) noexcept : handle_(handle), device_(device) {}
+
+  CUevent handle() const noexcept { return handle_; }
+  int device_ordinal() const noexcept { return device_; }
+  explicit operator bool() const noexcept { return handle_ != nullptr; }
+
+  /// Records the event on `stream`: it completes when the stream's work so far does.
+  void record(StreamRef stream) const;
+  /// True once the recorded work completed; false while it has not (not an error).
+  bool query() const;
+  /// Blocks the calling thread until the recorded work completed.
+  void synchronize() const;
+
+  friend bool operator==(const EventRef& a, const EventRef& b) noexcept { return a.handle_ == b.handle_; }
+
+ private:
+  void require_handle(const char* call) const;
+  CUevent handle_ = nullptr;
+  int device_ = -1;
+};
+
+/// Time between two recorded timing events (both created with EventTiming::enabled).
+std::chrono::duration<float, std::milli> elapsed_time(EventRef start, EventRef end);
+
+class Event {
+ public:
+  /// Creates an event in `context` (the device's primary context).
+  explicit Event(ContextRef context, EventTiming timing = EventTiming::disabled, EventWait wait = EventWait::spin);
+  explicit Event(Device device, EventTiming timing = EventTiming::disabled, EventWait wait = EventWait::spin);
+
+  /// Takes ownership of a raw event created in device `device`'s primary context.
+  static Event adopt(CUevent handle, int device) noexcept { return Event(EventRef(handle, device)); }
+
+  Event() = default;
+  Event(Event&& other) noexcept : ref_(std::exchange(other.ref_, {})) {}
+  Event& operator=(Event&& other) noexcept {
+    if (this != &other) {
+      reset();
+      ref_ = std::exchange(other.ref_, {});
+    }
+    return *this;
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event() { reset(); }
+
+  EventRef ref() const noexcept { return ref_; }
+  operator EventRef() const noexcept { return ref_; }
+  CUevent handle() const noexcept { return ref_.handle(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(ref_); }
+  /// Gives up ownership: the caller destroys the returned handle.
+  CUevent release() noexcept { return std::exchange(ref_, {}).handle(); }
+
+  void record(StreamRef stream) const;
+  bool query() const { return ref_.query(); }
+  void synchronize() const { ref_.synchronize(); }
+
+ private:
+  explicit Event(EventRef ref) noexcept : ref_(ref) {}
+  void reset() noexcept;
+  EventRef ref_;
+};
+
+}  // namespace cudakit

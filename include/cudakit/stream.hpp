@@ -1,0 +1,147 @@
+// Streams (issue 2, point 6; DESIGN invariants 1 and 3).
+//
+// Every stream cudakit creates is non-blocking (CU_STREAM_NON_BLOCKING): it never
+// synchronizes with the legacy default stream, and cudakit never uses that stream. A
+// StreamRef can therefore never be null: constructing one from 0 or nullptr does not
+// compile, and an empty one (default-constructed or from a moved-from Stream) throws
+// EmptyHandle when used instead of silently meaning "the legacy stream".
+//
+// A CUstream is also a cudaStream_t (the runtime API's type is the same pointer), so
+// handle() goes straight to cuBLAS, CUB or PyTorch; see cudakit/interop.hpp for libcu++.
+//
+// Thread safety: submitting work to one stream from several threads is safe (the driver
+// orders submissions). The owner is moved or destroyed by one thread at a time.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include "cudakit/context.hpp"
+#include "cudakit/event.hpp"
+
+namespace cudakit {
+
+namespace detail {
+// Host callbacks: the driver calls `invoke` with a heap-held callable, which runs it,
+// reports an exception through the parked-error channel, and frees it.
+struct HostCallback {
+  virtual ~HostCallback() = default;
+  virtual void run() = 0;
+  CUstream stream = nullptr;
+  int device = -1;
+};
+template <class F>
+struct HostCallbackOf final : HostCallback {
+  explicit HostCallbackOf(F&& f) : fn(std::move(f)) {}
+  void run() override { fn(); }
+  F fn;
+};
+void enqueue_host_callback(CUstream stream, int device, std::unique_ptr<HostCallback> callback);
+}  // namespace detail
+
+class StreamRef {
+ public:
+  StreamRef() = default;
+  StreamRef(std::nullptr_t) = delete;  // 0 or nullptr would mean the legacy stream
+  StreamRef(int) = delete;
+  /// A view of a raw stream created in device `device`'s primary context. The stream
+  /// must be a real stream (never 0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD).
+  StreamRef(CUstream handle, int device) noexcept : handle_(handle), device_(device) {}
+
+  CUstream handle() const noexcept { return handle_; }
+  int device_ordinal() const noexcept { return device_; }
+  explicit operator bool() const noexcept { return handle_ != nullptr; }
+
+  /// True when all work submitted so far has completed; false while some has not.
+  bool query() const;
+  /// Blocks the calling thread until all work submitted so far has completed.
+  void synchronize() const;
+  /// Later work on this stream waits until `event` completes.
+  void wait(EventRef event) const;
+  /// Later work on this stream waits for the work submitted to `other` so far (one
+  /// pooled event recorded on `other` and waited here).
+  void wait(StreamRef other) const;
+  /// The stream's priority (lower numbers run first).
+  int priority() const;
+
+  /// Runs `fn` on a driver thread once the work before it completes; later work waits
+  /// for it. `fn` must not call CUDA. An exception it throws is caught and parked
+  /// (error.hpp: drain_parked_errors), never lost and never fatal.
+  template <class F>
+  void host_callback(F&& fn) const {
+    require_handle("cuLaunchHostFunc");
+    using Fn = std::decay_t<F>;
+    detail::enqueue_host_callback(handle_, device_,
+                                  std::make_unique<detail::HostCallbackOf<Fn>>(Fn(std::forward<F>(fn))));
+  }
+
+  /// Throws EmptyHandle when this ref is empty (`call` names the attempted operation).
+  void require_handle(const char* call) const {
+    if (handle_ == nullptr) [[unlikely]]
+      throw_empty(call);
+  }
+
+  friend bool operator==(const StreamRef& a, const StreamRef& b) noexcept { return a.handle_ == b.handle_; }
+
+ private:
+  [[noreturn]] static void throw_empty(const char* call);
+  CUstream handle_ = nullptr;
+  int device_ = -1;
+};
+
+class Stream {
+ public:
+  /// A new non-blocking stream in `context` with `priority` (0 is the default, the
+  /// least urgent; see ContextRef::stream_priority_range()). A priority outside the
+  /// range throws InvalidArgument naming the range.
+  explicit Stream(ContextRef context, int priority = 0);
+  explicit Stream(Device device, int priority = 0);
+
+  /// Takes ownership of a raw stream (created in device `device`'s primary context);
+  /// the Stream destroys it. It must be non-blocking, or cudakit's no-legacy-stream
+  /// promise does not hold for it; adopt() checks and throws InvalidArgument otherwise.
+  static Stream adopt(CUstream handle, int device);
+
+  Stream() = default;
+  Stream(Stream&& other) noexcept : ref_(std::exchange(other.ref_, {})) {}
+  Stream& operator=(Stream&& other) noexcept {
+    if (this != &other) {
+      reset();
+      ref_ = std::exchange(other.ref_, {});
+    }
+    return *this;
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream() { reset(); }
+
+  StreamRef ref() const noexcept { return ref_; }
+  operator StreamRef() const noexcept { return ref_; }
+  CUstream handle() const noexcept { return ref_.handle(); }
+  int device_ordinal() const noexcept { return ref_.device_ordinal(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(ref_); }
+  /// Gives up ownership: the caller destroys the returned stream.
+  CUstream release() noexcept { return std::exchange(ref_, {}).handle(); }
+
+  bool query() const { return ref_.query(); }
+  void synchronize() const { ref_.synchronize(); }
+  void wait(EventRef event) const { ref_.wait(event); }
+  void wait(StreamRef other) const { ref_.wait(other); }
+  int priority() const { return ref_.priority(); }
+  template <class F>
+  void host_callback(F&& fn) const {
+    ref_.host_callback(std::forward<F>(fn));
+  }
+
+ private:
+  explicit Stream(StreamRef ref) noexcept : ref_(ref) {}
+  void reset() noexcept;
+  StreamRef ref_;
+};
+
+}  // namespace cudakit

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The whole GPU cycle in one call (run on the GPU machine, from the repo root):
+#   info, the device test suite (CUDAKIT_REQUIRE_GPU=1: a skip is a failure), the
+#   examples, cudakit doctor, cudakit bench (--json --plot), the peers' script, and
+#   compute-sanitizer over the device suite.
+# Binaries come from a bundle built elsewhere (scripts/make-bundle.sh), so the GPU
+# machine spends no time compiling. Full logs go to $OUT (logs.tgz plus the key files);
+# a short summary is printed last.
+#
+#   scripts/device-suite.sh [--bundle DIR] [--skip STAGE]... [--only STAGE]...
+#   stages: info tests examples doctor bench peers sanitize
+set -uo pipefail
+
+bundle=build/device-bundle
+declare -A skip=() only=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bundle) bundle=$2; shift 2 ;;
+    --skip) skip[$2]=1; shift 2 ;;
+    --only) only[$2]=1; shift 2 ;;
+    *) echo "device-suite: unknown option $1" >&2; exit 3 ;;
+  esac
+done
+want() { [ -z "${skip[$1]:-}" ] && { [ ${#only[@]} -eq 0 ] || [ -n "${only[$1]:-}" ]; }; }
+
+out=${OUT:-/tmp/cudakit-device-out}
+logs=$out/logs
+mkdir -p "$logs"
+export CUDAKIT_REQUIRE_GPU=1
+export LD_LIBRARY_PATH=$bundle/lib:${LD_LIBRARY_PATH:-}
+summary=$out/summary.txt
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+note "cudakit device suite, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader >"$logs/nvidia-smi.txt" 2>&1
+note "gpu: $(head -1 "$logs/nvidia-smi.txt")"
+
+status=0
+if want info; then
+  "$bundle/cudakit" info >"$logs/info.txt" 2>&1
+  "$bundle/cudakit" info --json >"$logs/info.json" 2>&1
+  note "info: exit $? ($(grep -m1 '^driver' "$logs/info.txt"))"
+fi
+
+if want tests; then
+  start=$(date +%s)
+  "$bundle/cudakit_device_tests" --gtest_output=json:"$logs/device_tests.json" >"$logs/device_tests.log" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  passed=$(grep -c '^\[       OK \]' "$logs/device_tests.log")
+  failed=$(grep -c '^\[  FAILED  \] [A-Za-z]' "$logs/device_tests.log")
+  skipped=$(grep -c '^\[  SKIPPED \] [A-Za-z]' "$logs/device_tests.log")
+  note "device tests: exit $rc, $passed passed, $failed failed, $skipped skipped, $(( $(date +%s) - start )) s"
+  grep '^\[  FAILED  \] [A-Za-z]' "$logs/device_tests.log" | sort -u | head -20 | tee -a "$summary"
+  if [ -x "$bundle/cudakit_unit_tests" ]; then
+    "$bundle/cudakit_unit_tests" >"$logs/unit_tests.log" 2>&1
+    note "unit tests (fake driver) on the GPU machine: exit $? $(tail -1 "$logs/unit_tests.log")"
+  fi
+fi
+
+if want examples; then
+  for ex in "$bundle"/examples/*; do
+    [ -x "$ex" ] || continue
+    timeout 120 "$ex" >"$logs/example_$(basename "$ex").log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && status=1
+    note "example $(basename "$ex"): exit $rc; $(tail -1 "$logs/example_$(basename "$ex").log")"
+  done
+fi
+
+if want doctor; then
+  timeout 300 "$bundle/cudakit" doctor >"$logs/doctor.txt" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  note "doctor: exit $rc; $(tail -1 "$logs/doctor.txt")"
+fi
+
+if want bench; then
+  timeout 420 "$bundle/cudakit" bench --json "$out/bench.json" --plot "$out/bench.svg" >"$logs/bench.txt" 2>&1
+  rc=$?
+  note "bench: exit $rc"
+  grep -E '^(  |[a-z])' "$logs/bench.txt" | grep -E 'ratio|x raw|target' | head -60 >>"$summary"
+fi
+
+if want peers && [ -f bench/peers.py ]; then
+  PYTHONUNBUFFERED=1 timeout 240 python3 bench/peers.py --cudakit "$bundle/cudakit" --json "$out/peers.json" >"$logs/peers.txt" 2>&1
+  note "peers: exit $?"
+  tail -25 "$logs/peers.txt" >>"$summary"
+fi
+
+if want sanitize && command -v compute-sanitizer >/dev/null; then
+  # Tests that provoke driver errors on purpose are excluded from API-error reporting.
+  filter=${SANITIZE_FILTER:-'-*Poison*:*Fault*:*Invalid*:*Error*'}
+  for tool in memcheck racecheck synccheck initcheck; do
+    timeout 300 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 \
+      "$bundle/cudakit_device_tests" --gtest_filter="$filter" >"$logs/sanitize_$tool.log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && status=1
+    note "compute-sanitizer $tool: exit $rc; $(grep -E 'ERROR SUMMARY|LEAK SUMMARY' "$logs/sanitize_$tool.log" | tail -1)"
+  done
+fi
+
+tar -czf "$out/logs.tgz" -C "$out" logs 2>/dev/null && rm -rf "$logs"
+note "overall: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
+exit $status

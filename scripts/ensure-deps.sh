@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs, with apt-get, whatever the build needs and this machine lacks. Quiet when
+# everything is there. The CUDA toolkit itself (headers, nvcc) is not a Debian package
+# of the right version: it must be at /usr/local/cuda (or CUDAToolkit_ROOT).
+set -euo pipefail
+
+missing=()
+command -v cmake >/dev/null || missing+=(cmake)
+command -v ninja >/dev/null || missing+=(ninja-build)
+command -v g++ >/dev/null || missing+=(g++)
+[ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+[ -f /usr/include/gmock/gmock.h ] || missing+=(libgmock-dev)
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "ensure-deps: installing ${missing[*]}" >&2
+  if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
+if [ ! -f "$cuda_root/include/cuda.h" ]; then
+  echo "ensure-deps: the CUDA toolkit (12.0 or newer) is needed at $cuda_root (cuda.h not found); install it from NVIDIA or set CUDAToolkit_ROOT" >&2
+  exit 1
+fi

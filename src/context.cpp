@@ -1,0 +1,75 @@
+#include "cudakit/context.hpp"
+
+#include "cudakit/driver.hpp"
+#include "cudakit/error.hpp"
+#include "detail/device_state.hpp"
+
+namespace cudakit {
+
+using driver::cu;
+
+namespace detail {
+
+thread_local CUcontext cached_current_context = nullptr;
+
+void set_current_context_slow(CUcontext context, int device) {
+  if (context == nullptr) throw_empty_handle("Context");
+  check(cu.CtxSetCurrent(context), "cuCtxSetCurrent", Resource::of(ResourceKind::context, context, device));
+  cached_current_context = context;
+}
+
+}  // namespace detail
+
+void ContextRef::synchronize() const {
+  if (handle_ == nullptr) detail::throw_empty_handle("Context");
+  Resource res = Resource::of(ResourceKind::context, handle_, device_);
+  check_not_poisoned("cuCtxSynchronize", res);
+  make_current();
+  check(cu.CtxSynchronize(), "cuCtxSynchronize", res);
+}
+
+std::pair<int, int> ContextRef::stream_priority_range() const {
+  if (handle_ == nullptr) detail::throw_empty_handle("Context");
+  auto& s = detail::device_state(device_);
+  int least = s.priority_least.load(std::memory_order_relaxed);
+  int greatest = s.priority_greatest.load(std::memory_order_relaxed);
+  if (least != INT_MIN && greatest != INT_MIN) return {least, greatest};
+  make_current();
+  check(cu.CtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange",
+        Resource::of(ResourceKind::context, handle_, device_));
+  s.priority_greatest.store(greatest, std::memory_order_relaxed);
+  s.priority_least.store(least, std::memory_order_relaxed);
+  return {least, greatest};
+}
+
+Context Context::primary(Device device) {
+  Resource res = Resource::of_device(device.ordinal());
+  check_not_poisoned("cuDevicePrimaryCtxRetain", res);
+  CUcontext context = nullptr;
+  check(cu.DevicePrimaryCtxRetain(&context, device.handle()), "cuDevicePrimaryCtxRetain", res);
+  return Context(ContextRef(context, device.ordinal()));
+}
+
+Context Context::clone() const {
+  return primary(checked_ref().device());
+}
+
+ContextRef Context::checked_ref() const {
+  if (!ref_) detail::throw_empty_handle("Context");
+  return ref_;
+}
+
+void Context::reset() noexcept {
+  if (!ref_) return;
+  ContextRef ref = std::exchange(ref_, {});
+  try {
+    CUresult r = cu.DevicePrimaryCtxRelease(detail::device_state(ref.device_ordinal()).handle);
+    if (r != CUDA_SUCCESS)
+      park_driver_error(r, "cuDevicePrimaryCtxRelease", Resource::of(ResourceKind::context, ref.handle(), ref.device_ordinal()),
+                        "~Context");
+  } catch (const std::exception& e) {
+    park_error({CUDA_SUCCESS, "~Context", e.what()});
+  }
+}
+
+}  // namespace cudakit

@@ -1,0 +1,190 @@
+#include "cudakit/device.hpp"
+
+#include <cstdio>
+#include <memory>
+
+#include "cudakit/context.hpp"
+#include "cudakit/driver.hpp"
+#include "cudakit/error.hpp"
+#include "detail/device_names.hpp"
+#include "detail/device_state.hpp"
+
+namespace cudakit {
+
+using driver::cu;
+
+namespace detail {
+
+namespace {
+std::mutex states_mutex;
+std::unique_ptr<DeviceState> states[max_devices];
+}  // namespace
+
+DeviceState& device_state(int ordinal) {
+  std::lock_guard lock(states_mutex);
+  auto& s = states[ordinal];
+  if (!s) {
+    s = std::make_unique<DeviceState>();
+    s->ordinal = ordinal;
+    for (auto& a : s->attributes) a.store(attribute_unknown, std::memory_order_relaxed);
+    CUdevice handle = 0;
+    check(cu.DeviceGet(&handle, ordinal), "cuDeviceGet", Resource::of_device(ordinal));
+    s->handle = handle;
+  }
+  return *s;
+}
+
+void release_event_pool(DeviceState& s) noexcept;  // event.cpp
+
+CUcontext library_context(int ordinal) {
+  DeviceState& s = device_state(ordinal);
+  CUcontext ctx = s.library_context.load(std::memory_order_acquire);
+  if (ctx != nullptr) [[likely]]
+    return ctx;
+  std::lock_guard lock(s.library_retain_mutex);
+  ctx = s.library_context.load(std::memory_order_relaxed);
+  if (ctx == nullptr) {
+    Resource res = Resource::of_device(ordinal);
+    check_not_poisoned("cuDevicePrimaryCtxRetain", res);
+    check(cu.DevicePrimaryCtxRetain(&ctx, s.handle), "cuDevicePrimaryCtxRetain", res);
+    s.library_context.store(ctx, std::memory_order_release);
+  }
+  return ctx;
+}
+
+void reset_device_states_for_testing() {
+  std::lock_guard lock(states_mutex);
+  for (auto& s : states) {
+    if (!s) continue;
+    release_event_pool(*s);
+    if (s->library_context.load() != nullptr) {
+      CUresult r = cu.DevicePrimaryCtxRelease(s->handle);
+      if (r != CUDA_SUCCESS) park_driver_error(r, "cuDevicePrimaryCtxRelease", Resource::of_device(s->ordinal), "reset");
+    }
+    s.reset();
+  }
+  cached_current_context = nullptr;
+}
+
+std::string device_name_for_messages(int ordinal) noexcept {
+  if (ordinal < 0 || ordinal >= max_devices) return {};
+  try {
+    DeviceState* s = nullptr;
+    {
+      std::lock_guard lock(states_mutex);
+      s = states[ordinal].get();
+    }
+    if (s == nullptr) return {};
+    std::lock_guard lock(s->name_mutex);
+    return s->name;
+  } catch (...) {
+    return {};
+  }
+}
+
+}  // namespace detail
+
+int Device::count() {
+  int n = 0;
+  check(cu.DeviceGetCount(&n), "cuDeviceGetCount", Resource::none());
+  return n;
+}
+
+Device Device::get(int ordinal) {
+  int n = count();
+  if (ordinal < 0 || ordinal >= n)
+    throw InvalidArgument("device ordinal " + std::to_string(ordinal) + " is out of range: this process sees " +
+                          std::to_string(n) + " CUDA device" + (n == 1 ? "" : "s"));
+  return Device(ordinal, detail::device_state(ordinal).handle);
+}
+
+std::vector<Device> Device::all() {
+  std::vector<Device> out;
+  int n = count();
+  for (int i = 0; i < n; ++i) out.push_back(Device(i, detail::device_state(i).handle));
+  return out;
+}
+
+const std::string& Device::name() const {
+  auto& s = detail::device_state(ordinal_);
+  std::lock_guard lock(s.name_mutex);
+  if (s.name.empty()) {
+    char buf[256] = {};
+    check(cu.DeviceGetName(buf, sizeof buf - 1, handle_), "cuDeviceGetName", Resource::of_device(ordinal_));
+    s.name = buf;
+  }
+  return s.name;
+}
+
+std::array<std::uint8_t, 16> Device::uuid() const {
+  CUuuid u{};
+  check(cu.DeviceGetUuid(&u, handle_), "cuDeviceGetUuid", Resource::of_device(ordinal_));
+  std::array<std::uint8_t, 16> out{};
+  for (int i = 0; i < 16; ++i) out[i] = static_cast<std::uint8_t>(u.bytes[i]);
+  return out;
+}
+
+std::string Device::uuid_string() const {
+  auto b = uuid();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return buf;
+}
+
+std::string Device::pci_bus_id() const {
+  char buf[64] = {};
+  check(cu.DeviceGetPCIBusId(buf, sizeof buf - 1, handle_), "cuDeviceGetPCIBusId", Resource::of_device(ordinal_));
+  return buf;
+}
+
+int Device::attribute(CUdevice_attribute attribute) const {
+  auto& s = detail::device_state(ordinal_);
+  bool cacheable = attribute >= 0 && attribute < CU_DEVICE_ATTRIBUTE_MAX;
+  if (cacheable) {
+    int v = s.attributes[attribute].load(std::memory_order_relaxed);
+    if (v != detail::attribute_unknown) return v;
+  }
+  int v = 0;
+  check(cu.DeviceGetAttribute(&v, attribute, handle_), "cuDeviceGetAttribute", Resource::of_device(ordinal_));
+  if (cacheable) s.attributes[attribute].store(v, std::memory_order_relaxed);
+  return v;
+}
+
+ComputeCapability Device::compute_capability() const {
+  return {attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)};
+}
+
+std::array<int, 3> Device::max_block_dims() const {
+  return {attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+          attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)};
+}
+
+std::array<int, 3> Device::max_grid_dims() const {
+  return {attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+          attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)};
+}
+
+std::size_t Device::total_memory() const {
+  std::size_t bytes = 0;
+  check(cu.DeviceTotalMem(&bytes, handle_), "cuDeviceTotalMem", Resource::of_device(ordinal_));
+  return bytes;
+}
+
+MemoryInfo Device::memory_info() const {
+  Context context = primary_context();
+  context.make_current();
+  MemoryInfo info;
+  check(cu.MemGetInfo(&info.free_bytes, &info.total_bytes), "cuMemGetInfo", Resource::of_device(ordinal_));
+  return info;
+}
+
+bool Device::can_access_peer(Device peer) const {
+  int can = 0;
+  check(cu.DeviceCanAccessPeer(&can, handle_, peer.handle_), "cuDeviceCanAccessPeer", Resource::of_device(ordinal_));
+  return can != 0;
+}
+
+Context Device::primary_context() const { return Context::primary(*this); }
+
+}  // namespace cudakit

@@ -1,0 +1,144 @@
+#include "cudakit/event.hpp"
+
+#include "cudakit/driver.hpp"
+#include "cudakit/error.hpp"
+#include "cudakit/stream.hpp"
+#include "detail/device_state.hpp"
+#include "detail/event_pool.hpp"
+
+namespace cudakit {
+
+using driver::cu;
+
+namespace {
+Resource event_resource(CUevent e, int device) { return Resource::of(ResourceKind::event, e, device); }
+
+CUevent create_event(ContextRef context, unsigned flags) {
+  if (!context) detail::throw_empty_handle("Context");
+  Resource res = Resource::of_device(context.device_ordinal());
+  check_not_poisoned("cuEventCreate", res);
+  detail::library_context(context.device_ordinal());  // DESIGN 4: the context outlives the event
+  context.make_current();
+  CUevent e = nullptr;
+  check(cu.EventCreate(&e, flags), "cuEventCreate", res);
+  return e;
+}
+
+unsigned event_flags(EventTiming timing, EventWait wait) {
+  unsigned flags = CU_EVENT_DEFAULT;
+  if (timing == EventTiming::disabled) flags |= CU_EVENT_DISABLE_TIMING;
+  if (wait == EventWait::blocking) flags |= CU_EVENT_BLOCKING_SYNC;
+  return flags;
+}
+}  // namespace
+
+void EventRef::require_handle(const char* call) const {
+  if (handle_ == nullptr) [[unlikely]]
+    throw EmptyHandle(std::string(call) + ": use of an empty Event (moved-from or default-constructed)");
+}
+
+void EventRef::record(StreamRef stream) const {
+  require_handle("cuEventRecord");
+  stream.require_handle("cuEventRecord");
+  Resource res = event_resource(handle_, device_);
+  check_not_poisoned("cuEventRecord", res);
+  check(cu.EventRecord(handle_, stream.handle()), "cuEventRecord", res);
+}
+
+bool EventRef::query() const {
+  require_handle("cuEventQuery");
+  Resource res = event_resource(handle_, device_);
+  check_not_poisoned("cuEventQuery", res);
+  CUresult r = cu.EventQuery(handle_);
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  check(r, "cuEventQuery", res);
+  return true;
+}
+
+void EventRef::synchronize() const {
+  require_handle("cuEventSynchronize");
+  Resource res = event_resource(handle_, device_);
+  check_not_poisoned("cuEventSynchronize", res);
+  check(cu.EventSynchronize(handle_), "cuEventSynchronize", res);
+}
+
+std::chrono::duration<float, std::milli> elapsed_time(EventRef start, EventRef end) {
+  if (!start || !end) detail::throw_empty_handle("Event");
+  float ms = 0;
+  Resource res = event_resource(end.handle(), end.device_ordinal());
+  check_not_poisoned("cuEventElapsedTime", res);
+  check(cu.EventElapsedTime(&ms, start.handle(), end.handle()), "cuEventElapsedTime", res);
+  return std::chrono::duration<float, std::milli>(ms);
+}
+
+Event::Event(ContextRef context, EventTiming timing, EventWait wait)
+    : ref_(create_event(context, event_flags(timing, wait)), context.device_ordinal()) {}
+
+Event::Event(Device device, EventTiming timing, EventWait wait)
+    : Event(ContextRef(detail::library_context(device.ordinal()), device.ordinal()), timing, wait) {}
+
+void Event::record(StreamRef stream) const { ref_.record(stream); }
+
+void Event::reset() noexcept {
+  if (!ref_) return;
+  EventRef ref = std::exchange(ref_, {});
+  try {
+    CUresult r = cu.EventDestroy(ref.handle());
+    if (r != CUDA_SUCCESS)
+      park_driver_error(r, "cuEventDestroy", event_resource(ref.handle(), ref.device_ordinal()), "~Event");
+  } catch (const std::exception& e) {
+    park_error({CUDA_SUCCESS, "~Event", e.what()});
+  }
+}
+
+// ---- the pool ----
+
+namespace detail {
+
+CUevent acquire_pooled_event(int device) {
+  DeviceState& s = device_state(device);
+  {
+    std::lock_guard lock(s.pool_mutex);
+    if (!s.free_events.empty()) {
+      CUevent e = s.free_events.back();
+      s.free_events.pop_back();
+      return e;
+    }
+  }
+  return create_event(ContextRef(library_context(device), device), CU_EVENT_DISABLE_TIMING);
+}
+
+void release_pooled_event(int device, CUevent event) noexcept {
+  try {
+    DeviceState& s = device_state(device);
+    std::lock_guard lock(s.pool_mutex);
+    s.free_events.push_back(event);
+  } catch (...) {
+    park_error({CUDA_SUCCESS, "event pool", "could not return an event to the pool; it leaks"});
+  }
+}
+
+void release_event_pool(DeviceState& s) noexcept {
+  std::lock_guard lock(s.pool_mutex);
+  for (CUevent e : s.free_events) {
+    CUresult r = cu.EventDestroy(e);
+    if (r != CUDA_SUCCESS) park_driver_error(r, "cuEventDestroy", event_resource(e, s.ordinal), "event pool");
+  }
+  s.free_events.clear();
+}
+
+void order_after(CUstream to, CUstream from, int device) {
+  CUevent e = acquire_pooled_event(device);
+  CUresult r = cu.EventRecord(e, from);
+  if (r != CUDA_SUCCESS) {
+    release_pooled_event(device, e);
+    check(r, "cuEventRecord", Resource::of(ResourceKind::stream, from, device));
+  }
+  r = cu.StreamWaitEvent(to, e, 0);
+  release_pooled_event(device, e);
+  check(r, "cuStreamWaitEvent", Resource::of(ResourceKind::stream, to, device));
+}
+
+}  // namespace detail
+
+}  // namespace cudakit

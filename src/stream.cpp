@@ -1,0 +1,141 @@
+#include "cudakit/stream.hpp"
+
+#include <string>
+
+#include "cudakit/driver.hpp"
+#include "cudakit/error.hpp"
+#include "detail/device_state.hpp"
+#include "detail/event_pool.hpp"
+
+namespace cudakit {
+
+using driver::cu;
+
+namespace {
+Resource stream_resource(CUstream s, int device) { return Resource::of(ResourceKind::stream, s, device); }
+
+CUstream create_stream(ContextRef context, int priority) {
+  if (!context) detail::throw_empty_handle("Context");
+  Resource res = Resource::of_device(context.device_ordinal());
+  check_not_poisoned("cuStreamCreateWithPriority", res);
+  detail::library_context(context.device_ordinal());  // DESIGN 4: the context outlives the stream
+  auto [least, greatest] = context.stream_priority_range();
+  if (priority > least || priority < greatest)
+    throw InvalidArgument("stream priority " + std::to_string(priority) + " is outside device " +
+                          std::to_string(context.device_ordinal()) + "'s range [" + std::to_string(greatest) +
+                          " (most urgent), " + std::to_string(least) + " (least urgent)]");
+  CUstream s = nullptr;
+  // DESIGN 1: never a blocking stream.
+  context.make_current();
+  check(cu.StreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, priority), "cuStreamCreateWithPriority", res);
+  return s;
+}
+}  // namespace
+
+void StreamRef::throw_empty(const char* call) {
+  throw EmptyHandle(std::string(call) +
+                    ": use of an empty Stream (moved-from or default-constructed); cudakit never falls back to the "
+                    "legacy default stream");
+}
+
+bool StreamRef::query() const {
+  require_handle("cuStreamQuery");
+  Resource res = stream_resource(handle_, device_);
+  check_not_poisoned("cuStreamQuery", res);
+  CUresult r = cu.StreamQuery(handle_);
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  check(r, "cuStreamQuery", res);
+  return true;
+}
+
+void StreamRef::synchronize() const {
+  require_handle("cuStreamSynchronize");
+  Resource res = stream_resource(handle_, device_);
+  check_not_poisoned("cuStreamSynchronize", res);
+  check(cu.StreamSynchronize(handle_), "cuStreamSynchronize", res);
+}
+
+void StreamRef::wait(EventRef event) const {
+  require_handle("cuStreamWaitEvent");
+  if (!event) detail::throw_empty_handle("Event");
+  Resource res = stream_resource(handle_, device_);
+  check_not_poisoned("cuStreamWaitEvent", res);
+  check(cu.StreamWaitEvent(handle_, event.handle(), 0), "cuStreamWaitEvent", res);
+}
+
+void StreamRef::wait(StreamRef other) const {
+  require_handle("cuStreamWaitEvent");
+  other.require_handle("cuEventRecord");
+  if (other.handle_ == handle_) return;  // stream order already holds
+  check_not_poisoned("cuStreamWaitEvent", stream_resource(handle_, device_));
+  detail::order_after(handle_, other.handle_, other.device_);
+}
+
+int StreamRef::priority() const {
+  require_handle("cuStreamGetPriority");
+  int p = 0;
+  check(cu.StreamGetPriority(handle_, &p), "cuStreamGetPriority", stream_resource(handle_, device_));
+  return p;
+}
+
+namespace detail {
+
+namespace {
+void CUDA_CB run_host_callback(void* data) {
+  std::unique_ptr<HostCallback> callback(static_cast<HostCallback*>(data));
+  try {
+    callback->run();
+  } catch (const std::exception& e) {
+    park_error({CUDA_SUCCESS, "host callback",
+                "a host callback on " + describe(stream_resource(callback->stream, callback->device)) +
+                    " threw: " + e.what()});
+  } catch (...) {
+    park_error({CUDA_SUCCESS, "host callback",
+                "a host callback on " + describe(stream_resource(callback->stream, callback->device)) +
+                    " threw an exception that is not a std::exception"});
+  }
+}
+}  // namespace
+
+void enqueue_host_callback(CUstream stream, int device, std::unique_ptr<HostCallback> callback) {
+  callback->stream = stream;
+  callback->device = device;
+  Resource res = stream_resource(stream, device);
+  check_not_poisoned("cuLaunchHostFunc", res);
+  check(cu.LaunchHostFunc(stream, &run_host_callback, callback.get()), "cuLaunchHostFunc", res);
+  callback.release();  // the driver owns it now; run_host_callback frees it
+}
+
+}  // namespace detail
+
+Stream::Stream(ContextRef context, int priority) : ref_(create_stream(context, priority), context.device_ordinal()) {}
+
+Stream::Stream(Device device, int priority)
+    : Stream(ContextRef(detail::library_context(device.ordinal()), device.ordinal()), priority) {}
+
+Stream Stream::adopt(CUstream handle, int device) {
+  if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD)
+    throw InvalidArgument("Stream::adopt: the legacy or per-thread default stream cannot be adopted; cudakit uses "
+                          "only non-blocking streams it can own");
+  unsigned flags = 0;
+  check(cu.StreamGetFlags(handle, &flags), "cuStreamGetFlags", stream_resource(handle, device));
+  if ((flags & CU_STREAM_NON_BLOCKING) == 0)
+    throw InvalidArgument("Stream::adopt: " + describe(stream_resource(handle, device)) +
+                          " is a blocking stream (it synchronizes with the legacy default stream); create it with "
+                          "CU_STREAM_NON_BLOCKING");
+  return Stream(StreamRef(handle, device));
+}
+
+void Stream::reset() noexcept {
+  if (!ref_) return;
+  StreamRef ref = std::exchange(ref_, {});
+  try {
+    CUresult r = cu.StreamDestroy(ref.handle());
+    if (r != CUDA_SUCCESS)
+      park_driver_error(r, "cuStreamDestroy", stream_resource(ref.handle(), ref.device_ordinal()), "~Stream");
+  } catch (const std::exception& e) {
+    park_error({CUDA_SUCCESS, "~Stream", e.what()});
+  }
+}
+
+}  // namespace cudakit

@@ -1,0 +1,239 @@
+// The fake driver's machinery: interception (counts, log, faults), the handle ledger
+// and the ordering model. The entries themselves live in the fake_*.cpp area files.
+#include "fake_driver.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <type_traits>
+
+#include "cudakit/error.hpp"
+
+namespace cudakit::fake {
+
+namespace {
+Driver* g_current = nullptr;
+
+// Sticky errors: once one is injected, every later call returns it, as a real
+// driver does after an illegal address or a failed launch.
+CUresult g_sticky = CUDA_SUCCESS;
+
+bool intercept(EntryId id, CUresult* out) {
+  Driver& d = Driver::current();
+  std::lock_guard lock(d.mutex);
+  std::size_t i = static_cast<std::size_t>(id);
+  int n = ++d.call_counts[i];
+  d.call_log.push_back(id);
+  // Error names never fail: they are how failures are reported.
+  if (id == EntryId::GetErrorName || id == EntryId::GetErrorString) return false;
+  if (g_sticky != CUDA_SUCCESS) {
+    *out = g_sticky;
+    return true;
+  }
+  for (const Fault& f : d.faults) {
+    if (f.entry == id && (f.nth == 0 || f.nth == n)) {
+      *out = f.code;
+      if (cudakit::is_sticky(f.code)) g_sticky = f.code;
+      return true;
+    }
+  }
+  return false;
+}
+
+template <EntryId Id, class Fn>
+struct Wrapper;
+
+template <EntryId Id, class R, class... Args>
+struct Wrapper<Id, R(CUDAAPI*)(Args...)> {
+  static R CUDAAPI call(Args... args) {
+    CUresult fault = CUDA_SUCCESS;
+    if (intercept(Id, &fault)) return fault;
+    void* impl = Driver::current().impls[static_cast<std::size_t>(Id)];
+    if (impl == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+    return reinterpret_cast<R(CUDAAPI*)(Args...)>(impl)(args...);
+  }
+};
+
+void* const wrappers[driver::entry_count] = {
+#define CUDAKIT_X(name, abi, since) \
+  reinterpret_cast<void*>(&Wrapper<EntryId::name, typename driver::EntryType<EntryId::name>::type>::call),
+    CUDAKIT_DRIVER_ENTRIES(CUDAKIT_X)
+#undef CUDAKIT_X
+};
+
+std::string hex(std::uintptr_t p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(p));
+  return buf;
+}
+}  // namespace
+
+Driver::Driver() {
+  g_current = this;
+  g_sticky = CUDA_SUCCESS;
+}
+
+Driver::~Driver() {
+  if (g_current == this) g_current = nullptr;
+  g_sticky = CUDA_SUCCESS;
+  for (auto& [base, a] : allocations) ::operator delete(reinterpret_cast<void*>(base), std::align_val_t(256));
+}
+
+Driver& Driver::current() {
+  if (g_current == nullptr) {
+    std::fprintf(stderr, "fake driver: used with no fake::Driver alive\n");
+    std::abort();
+  }
+  return *g_current;
+}
+
+void Driver::install() {
+  register_core(*this);
+  register_memory(*this);
+  register_modules(*this);
+  register_graphs(*this);
+  void* table[driver::entry_count];
+  for (std::size_t i = 0; i < driver::entry_count; ++i) table[i] = wrappers[i];
+  for (EntryId id : missing) table[static_cast<std::size_t>(id)] = nullptr;
+  driver::testing::install(table, driver_version);
+}
+
+void Driver::clear_sticky() { g_sticky = CUDA_SUCCESS; }
+
+void Driver::destroy_leftovers() {
+  std::vector<CUstream> ss;
+  std::vector<CUevent> es;
+  {
+    std::lock_guard l(mutex);
+    for (auto& [h, s] : streams) ss.push_back(h);
+    for (auto& [h, e] : events) es.push_back(h);
+  }
+  for (CUstream s : ss) driver::cu.StreamDestroy(s);
+  for (CUevent e : es) driver::cu.EventDestroy(e);
+}
+
+int Driver::calls(EntryId entry) const {
+  std::lock_guard l(mutex);
+  return call_counts[static_cast<std::size_t>(entry)];
+}
+
+std::vector<EntryId> Driver::log() const {
+  std::lock_guard l(mutex);
+  return call_log;
+}
+
+void Driver::clear_log() {
+  std::lock_guard l(mutex);
+  call_log.clear();
+  std::fill(std::begin(call_counts), std::end(call_counts), 0);
+}
+
+std::vector<Hazard> Driver::hazards() const {
+  std::lock_guard l(mutex);
+  return found_hazards;
+}
+
+void Driver::created(const std::string& kind, const void* handle) {
+  std::lock_guard l(mutex);
+  if (!ledger[kind].insert(handle).second) problems.push_back("created " + kind + " " + hex(reinterpret_cast<std::uintptr_t>(handle)) + " twice");
+}
+
+bool Driver::destroyed(const std::string& kind, const void* handle) {
+  std::lock_guard l(mutex);
+  if (ledger[kind].erase(handle) == 0) {
+    problems.push_back("destroyed " + kind + " " + hex(reinterpret_cast<std::uintptr_t>(handle)) +
+                       " which is not live (double destroy or never created)");
+    return false;
+  }
+  return true;
+}
+
+bool Driver::is_live(const std::string& kind, const void* handle) const {
+  std::lock_guard l(mutex);
+  auto it = ledger.find(kind);
+  return it != ledger.end() && it->second.count(handle) != 0;
+}
+
+std::size_t Driver::live(const std::string& kind) const {
+  std::lock_guard l(mutex);
+  auto it = ledger.find(kind);
+  return it == ledger.end() ? 0 : it->second.size();
+}
+
+std::vector<std::string> Driver::ledger_problems() const {
+  std::lock_guard l(mutex);
+  std::vector<std::string> out = problems;
+  for (const auto& [kind, handles] : ledger)
+    for (const void* h : handles) out.push_back("leaked " + kind + " " + hex(reinterpret_cast<std::uintptr_t>(h)));
+  for (const auto& [device, n] : primary_retains)
+    if (n != 0) out.push_back("primary context of device " + std::to_string(device) + " retained " + std::to_string(n) + " more time(s) than released");
+  return out;
+}
+
+FakeStream* Driver::stream(CUstream s) {
+  auto it = streams.find(s);
+  return it == streams.end() ? nullptr : &it->second;
+}
+
+FakeEvent* Driver::event(CUevent e) {
+  auto it = events.find(e);
+  return it == events.end() ? nullptr : &it->second;
+}
+
+namespace {
+void merge(Clock& into, const Clock& from) {
+  for (const auto& [k, v] : from) into[k] = std::max(into[k], v);
+}
+}  // namespace
+
+void Driver::tick(CUstream s) {
+  std::lock_guard l(mutex);
+  FakeStream* fs = stream(s);
+  if (fs == nullptr) return;
+  merge(fs->clock, host_clock);  // the host submits after what it already waited for
+  ++fs->clock[fs->id];
+}
+
+void Driver::host_waits(const Clock& c) {
+  std::lock_guard l(mutex);
+  merge(host_clock, c);
+}
+
+void Driver::access(CUstream s, std::uintptr_t begin, std::size_t bytes, bool write, const std::string& what) {
+  std::lock_guard l(mutex);
+  if (bytes == 0) return;
+  std::uint64_t sid = 0;
+  const Clock* clock = &host_clock;
+  if (s != nullptr) {
+    FakeStream* fs = stream(s);
+    if (fs == nullptr) return;
+    sid = fs->id;
+    clock = &fs->clock;
+  }
+  std::uintptr_t end = begin + bytes;
+  for (const Access& a : accesses) {
+    if (a.end <= begin || end <= a.begin) continue;
+    if (!a.write && !write) continue;
+    if (a.stream == sid) continue;  // stream order
+    auto it = clock->find(a.stream);
+    std::uint64_t known = it == clock->end() ? 0 : it->second;
+    if (known >= a.tick) continue;
+    found_hazards.push_back({what + " (" + (write ? "write" : "read") + " on " + (sid ? "stream #" + std::to_string(sid) : std::string("the host")) +
+                             ") is not ordered after " + a.what + " (" + (a.write ? "write" : "read") + " on " +
+                             (a.stream ? "stream #" + std::to_string(a.stream) : std::string("the host")) + ") at " + hex(std::max(begin, a.begin))});
+  }
+  std::uint64_t t = 0;
+  if (auto it = clock->find(sid); it != clock->end()) t = it->second;
+  accesses.push_back({begin, end, write, sid, t, what});
+}
+
+const Allocation* Driver::allocation_of(std::uintptr_t ptr, std::uintptr_t* base) const {
+  std::lock_guard l(mutex);
+  auto it = allocations.upper_bound(ptr);
+  if (it == allocations.begin()) return nullptr;
+  --it;
+  if (ptr >= it->first + std::max<std::size_t>(it->second.bytes, 1)) return nullptr;
+  if (base) *base = it->first;
+  return &it->second;
+}
+
+}  // namespace cudakit::fake

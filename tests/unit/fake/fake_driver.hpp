@@ -1,0 +1,190 @@
+// A fake CUDA driver for unit tests (DESIGN 6): installed into cudakit's driver table
+// in place of libcuda, it runs without a GPU.
+//
+// - Host memory stands in for device memory; streams run synchronously (work runs when
+//   it is submitted, host callbacks too).
+// - Every handle goes through a ledger: a leak or a double destroy fails the test.
+// - Faults are scripted: "fail the 3rd cuEventRecord with CUDA_ERROR_OUT_OF_MEMORY".
+// - Every call is counted and logged, so tests can assert "no event was recorded" and
+//   the fault sweep can fail each call an operation makes, one at a time.
+// - An ordering model (vector clocks per stream, snapshots in events) checks that every
+//   pair of conflicting memory accesses on different streams was ordered: a missing
+//   wait is a hazard the test sees, even though the fake runs everything in order.
+//
+// Areas of the driver are implemented in separate files (fake_core.cpp, fake_memory.cpp,
+// ...), each registering its entries through implement<>().
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cudakit/driver.hpp"
+
+namespace cudakit::fake {
+
+using driver::EntryId;
+
+/// A scripted fault: the nth call (1-based) of an entry returns `code`; nth == 0 fails
+/// every call from now on.
+struct Fault {
+  EntryId entry;
+  int nth;
+  CUresult code;
+};
+
+/// A conflicting pair of memory accesses that no stream order, event or synchronize
+/// ordered.
+struct Hazard {
+  std::string description;
+};
+
+/// Vector clock: how much of each stream's work (by stream id) is known complete/ordered.
+using Clock = std::map<std::uint64_t, std::uint64_t>;
+
+struct FakeStream {
+  std::uint64_t id = 0;
+  int device = 0;
+  unsigned flags = 0;
+  int priority = 0;
+  Clock clock;  // what this stream's next operation is ordered after (includes itself)
+  // capture state (fake_graph.cpp)
+  bool capturing = false;
+  CUgraph capture_graph = nullptr;
+};
+
+struct FakeEvent {
+  int device = 0;
+  unsigned flags = 0;
+  bool recorded = false;
+  Clock snapshot;
+};
+
+struct Allocation {
+  std::size_t bytes = 0;
+  int device = 0;
+  bool pinned_host = false;  // cuMemHostAlloc
+  bool async = false;        // from cuMemAllocAsync
+};
+
+struct Access {
+  std::uintptr_t begin = 0, end = 0;
+  bool write = false;
+  std::uint64_t stream = 0;  // 0 = the host
+  std::uint64_t tick = 0;    // the stream's clock value at the access
+  std::string what;
+};
+
+struct DeviceConfig {
+  std::string name = "Fake GPU";
+  int major = 9, minor = 0;
+  std::size_t total_memory = 16ull << 30;
+  std::map<int, int> attributes;  // overrides of the defaults
+};
+
+class Driver {
+ public:
+  Driver();
+  ~Driver();
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  /// The fake in use (one at a time).
+  static Driver& current();
+
+  // ---- configuration (before use) ----
+  std::vector<DeviceConfig> devices{DeviceConfig{}};
+  int driver_version = 13000;
+  /// Entries to remove (as if the driver were older).
+  std::set<EntryId> missing;
+
+  /// Installs this fake into cudakit's driver table.
+  void install();
+
+  // ---- faults ----
+  void fail(EntryId entry, int nth, CUresult code) { std::lock_guard l(mutex); faults.push_back({entry, nth, code}); }
+  void clear_faults() { std::lock_guard l(mutex); faults.clear(); }
+  /// Ends a sticky error (a real driver never does; tests do, to clean up).
+  void clear_sticky();
+  /// Destroys every stream and event still live (after a test left them behind on purpose).
+  void destroy_leftovers();
+
+  // ---- observation ----
+  int calls(EntryId entry) const;
+  std::vector<EntryId> log() const;
+  void clear_log();
+  std::vector<Hazard> hazards() const;
+
+  /// Live handles of a kind ("stream", "event", "memory", "context retain", ...).
+  std::size_t live(const std::string& kind) const;
+  /// Everything the ledger found wrong: leaks and double destroys. Empty when clean.
+  std::vector<std::string> ledger_problems() const;
+
+  // ---- for the area files ----
+  template <EntryId Id, class Fn>
+  void implement(Fn* fn) {
+    static_assert(std::is_same_v<Fn*, typename driver::EntryType<Id>::type>,
+                  "a fake entry must have the signature of its pinned ABI version");
+    impls[static_cast<std::size_t>(Id)] = reinterpret_cast<void*>(fn);
+  }
+
+  // Ledger.
+  void created(const std::string& kind, const void* handle);
+  /// False (and a recorded problem) when the handle is not live.
+  bool destroyed(const std::string& kind, const void* handle);
+  bool is_live(const std::string& kind, const void* handle) const;
+
+  // Ordering model.
+  FakeStream* stream(CUstream s);
+  FakeEvent* event(CUevent e);
+  /// Records an access by the work just submitted to `s` (nullptr: by the host, which
+  /// must be ordered after everything it touches).
+  void access(CUstream s, std::uintptr_t begin, std::size_t bytes, bool write, const std::string& what);
+  /// Advances `s`'s own clock: a new operation was submitted.
+  void tick(CUstream s);
+  /// The host waited for `s` (synchronize) / for an event.
+  void host_waits(const Clock& c);
+  Clock host_clock;
+
+  /// Finds the allocation holding `ptr`, or null.
+  const Allocation* allocation_of(std::uintptr_t ptr, std::uintptr_t* base = nullptr) const;
+
+  mutable std::recursive_mutex mutex;
+  std::vector<Fault> faults;
+  std::vector<EntryId> call_log;
+  int call_counts[driver::entry_count] = {};
+  void* impls[driver::entry_count] = {};
+  std::map<std::string, std::set<const void*>> ledger;
+  std::vector<std::string> problems;
+  std::map<CUstream, FakeStream> streams;
+  std::map<CUevent, FakeEvent> events;
+  std::map<std::uintptr_t, Allocation> allocations;  // by base address
+  std::vector<Access> accesses;
+  std::vector<Hazard> found_hazards;
+  std::uint64_t next_stream_id = 1;
+  std::map<int, int> primary_retains;  // device -> retain count
+  CUcontext current_context = nullptr;  // per fake (tests are single-context per thread)
+  int initialized = 0;
+
+  // Per-area state hooks (each area file may keep its own state in maps keyed by handle).
+  std::map<std::string, std::function<void()>> on_destroy;
+};
+
+/// Each area registers its entries; called by Driver::install().
+void register_core(Driver& d);
+void register_memory(Driver& d);
+void register_modules(Driver& d);
+void register_graphs(Driver& d);
+
+/// A fake context handle for device `d` (stable).
+CUcontext context_of(int device);
+int device_of(CUcontext context);
+
+}  // namespace cudakit::fake

@@ -1,0 +1,7 @@
+// Fake driver: memory entries. (Placeholder: this area registers nothing yet, so its
+// entries return CUDA_ERROR_NOT_SUPPORTED.)
+#include "fake_driver.hpp"
+
+namespace cudakit::fake {
+void register_memory(Driver&) {}
+}  // namespace cudakit::fake

@@ -1,0 +1,15 @@
+# Runs CMD ARGS and fails unless it exits with EXPECT_CODE (and, for code 2, unless it
+# printed exactly one line for `info`, or a "no GPU checks" line for doctor).
+separate_arguments(args UNIX_COMMAND "${ARGS}")
+execute_process(COMMAND ${CMD} ${args} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message(STATUS "exit ${code}\n${out}${err}")
+if(NOT code EQUAL EXPECT_CODE)
+  message(FATAL_ERROR "expected exit code ${EXPECT_CODE}, got ${code}")
+endif()
+if(EXPECT_CODE EQUAL 2 AND ARGS STREQUAL "info")
+  string(STRIP "${out}" stripped)
+  string(FIND "${stripped}" "\n" newline)
+  if(NOT newline EQUAL -1 OR NOT "${err}" STREQUAL "")
+    message(FATAL_ERROR "expected one line of explanation, got:\n${out}${err}")
+  endif()
+endif()
