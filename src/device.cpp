@@ -52,10 +52,30 @@ CUcontext library_context(int ordinal) {
   return ctx;
 }
 
+CUstream service_stream(int ordinal) {
+  DeviceState& s = device_state(ordinal);
+  CUstream stream = s.service_stream.load(std::memory_order_acquire);
+  if (stream != nullptr) return stream;
+  std::lock_guard lock(s.service_mutex);
+  stream = s.service_stream.load(std::memory_order_relaxed);
+  if (stream == nullptr) {
+    CUcontext ctx = library_context(ordinal);
+    ContextRef(ctx, ordinal).make_current();
+    check(cu.StreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, 0), "cuStreamCreateWithPriority",
+          Resource::of_device(ordinal));
+    s.service_stream.store(stream, std::memory_order_release);
+  }
+  return stream;
+}
+
 void reset_device_states_for_testing() {
   std::lock_guard lock(states_mutex);
   for (auto& s : states) {
     if (!s) continue;
+    if (CUstream st = s->service_stream.load(); st != nullptr) {
+      CUresult r = cu.StreamDestroy(st);
+      if (r != CUDA_SUCCESS) park_driver_error(r, "cuStreamDestroy", Resource::of_device(s->ordinal), "reset");
+    }
     release_event_pool(*s);
     if (s->library_context.load() != nullptr) {
       CUresult r = cu.DevicePrimaryCtxRelease(s->handle);

@@ -1,6 +1,8 @@
 #include "cudakit/stream.hpp"
 
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
@@ -108,7 +110,14 @@ void enqueue_host_callback(CUstream stream, int device, std::unique_ptr<HostCall
 
 }  // namespace detail
 
-Stream::Stream(ContextRef context, int priority) : ref_(create_stream(context, priority), context.device_ordinal()) {}
+Stream::Stream(CUstream handle, int device) {
+  auto* state = new detail::StreamState;
+  state->handle = handle;
+  state->device = device;
+  ref_ = StreamRef(handle, device, state);
+}
+
+Stream::Stream(ContextRef context, int priority) : Stream(create_stream(context, priority), context.device_ordinal()) {}
 
 Stream::Stream(Device device, int priority)
     : Stream(ContextRef(detail::library_context(device.ordinal()), device.ordinal()), priority) {}
@@ -123,19 +132,53 @@ Stream Stream::adopt(CUstream handle, int device) {
     throw InvalidArgument("Stream::adopt: " + describe(stream_resource(handle, device)) +
                           " is a blocking stream (it synchronizes with the legacy default stream); create it with "
                           "CU_STREAM_NON_BLOCKING");
-  return Stream(StreamRef(handle, device));
+  return Stream(handle, device);
 }
 
 void Stream::reset() noexcept {
   if (!ref_) return;
   StreamRef ref = std::exchange(ref_, {});
+  detail::StreamState* state = ref.state();
   try {
+    if (state != nullptr && state->tracker_refs.load(std::memory_order_acquire) > 0) {
+      // A buffer still names this stream as its owner, writer or reader: finish the
+      // stream's work so that "dead" means "done" for that buffer (detail/stream_state.hpp).
+      CUresult r = cu.StreamSynchronize(ref.handle());
+      if (r != CUDA_SUCCESS)
+        park_driver_error(r, "cuStreamSynchronize", stream_resource(ref.handle(), ref.device_ordinal()), "~Stream");
+    }
+    if (state != nullptr) state->alive.store(false, std::memory_order_release);
     CUresult r = cu.StreamDestroy(ref.handle());
     if (r != CUDA_SUCCESS)
       park_driver_error(r, "cuStreamDestroy", stream_resource(ref.handle(), ref.device_ordinal()), "~Stream");
   } catch (const std::exception& e) {
     park_error({CUDA_SUCCESS, "~Stream", e.what()});
   }
+  if (state != nullptr) detail::release(state);
 }
+
+namespace detail {
+
+namespace {
+std::mutex borrowed_mutex;
+std::unordered_map<CUstream, StreamState*>& borrowed() {
+  static auto* m = new std::unordered_map<CUstream, StreamState*>;  // never destroyed: states may outlive statics
+  return *m;
+}
+}  // namespace
+
+StreamState* borrowed_stream_state(CUstream handle, int device) {
+  std::lock_guard lock(borrowed_mutex);
+  auto& m = borrowed();
+  auto it = m.find(handle);
+  if (it != m.end()) return it->second;
+  auto* s = new StreamState;  // one reference held by the registry
+  s->handle = handle;
+  s->device = device;
+  m.emplace(handle, s);
+  return s;
+}
+
+}  // namespace detail
 
 }  // namespace cudakit

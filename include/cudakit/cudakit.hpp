@@ -7,3 +7,6 @@
 #include "cudakit/error.hpp"
 #include "cudakit/event.hpp"
 #include "cudakit/stream.hpp"
+#include "cudakit/device_buffer.hpp"
+#include "cudakit/device_span.hpp"
+#include "cudakit/tracking.hpp"

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "cudakit/context.hpp"
+#include "cudakit/detail/stream_state.hpp"
 #include "cudakit/event.hpp"
 
 namespace cudakit {
@@ -50,10 +51,15 @@ class StreamRef {
   StreamRef(std::nullptr_t) = delete;  // 0 or nullptr would mean the legacy stream
   StreamRef(int) = delete;
   /// A view of a raw stream created in device `device`'s primary context. The stream
-  /// must be a real stream (never 0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD).
+  /// must be a real stream (never 0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD). A
+  /// buffer used on a borrowed stream must be freed before that stream is destroyed.
   StreamRef(CUstream handle, int device) noexcept : handle_(handle), device_(device) {}
+  StreamRef(CUstream handle, int device, detail::StreamState* state) noexcept
+      : handle_(handle), state_(state), device_(device) {}
 
   CUstream handle() const noexcept { return handle_; }
+  /// Internal: the shared state trackers use (null for a ref built from a raw handle).
+  detail::StreamState* state() const noexcept { return state_; }
   int device_ordinal() const noexcept { return device_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
 
@@ -91,6 +97,7 @@ class StreamRef {
  private:
   [[noreturn]] static void throw_empty(const char* call);
   CUstream handle_ = nullptr;
+  detail::StreamState* state_ = nullptr;
   int device_ = -1;
 };
 
@@ -101,6 +108,10 @@ class Stream {
   /// range throws InvalidArgument naming the range.
   explicit Stream(ContextRef context, int priority = 0);
   explicit Stream(Device device, int priority = 0);
+
+  /// Destroying a Stream does not wait for its work, unless a buffer still remembers
+  /// the stream for ordering (then it synchronizes first, so that buffer's later free
+  /// or hand-off is still ordered after the stream's work).
 
   /// Takes ownership of a raw stream (created in device `device`'s primary context);
   /// the Stream destroys it. It must be non-blocking, or cudakit's no-legacy-stream
@@ -139,7 +150,7 @@ class Stream {
   }
 
  private:
-  explicit Stream(StreamRef ref) noexcept : ref_(ref) {}
+  explicit Stream(CUstream handle, int device);
   void reset() noexcept;
   StreamRef ref_;
 };

@@ -33,6 +33,11 @@ struct DeviceState {
   // The stream priority range, cached: {least, greatest}; attribute_unknown until read.
   std::atomic<int> priority_least{INT_MIN}, priority_greatest{INT_MIN};
 
+  // A library-owned non-blocking stream for work that has no user stream left to go
+  // on: freeing memory whose streams were all destroyed. Created on first use.
+  std::mutex service_mutex;
+  std::atomic<CUstream> service_stream{nullptr};
+
   // Pooled events (timing disabled) for cross-stream ordering.
   std::mutex pool_mutex;
   std::vector<CUevent> free_events;
@@ -44,6 +49,9 @@ CUcontext library_context(int ordinal);
 
 /// The state of device `ordinal` (created on first use). The ordinal must be valid.
 DeviceState& device_state(int ordinal);
+
+/// The device's service stream (see DeviceState::service_stream).
+CUstream service_stream(int ordinal);
 
 /// Unit tests: forget every cache (a new fake driver may describe other devices).
 /// Destroys pooled events and drops the library's context retains.

@@ -1,0 +1,85 @@
+// Internal: one device allocation, shared by its DeviceBuffer owner, every view of it
+// (views share their buffer's tracking) and every graph that touches it (DESIGN 4, 6).
+// Reference counted; freed stream-ordered when the last holder lets go.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "cudakit/detail/stream_state.hpp"
+#include "cudakit/stream.hpp"
+#include "cudakit/tracking.hpp"
+
+namespace cudakit::detail {
+
+/// How the memory was obtained, and so how it is freed.
+enum class AllocationKind : std::uint8_t {
+  pool,   // cuMemAllocAsync / cuMemAllocFromPoolAsync, freed with cuMemFreeAsync
+  plain,  // cuMemAlloc, freed with cuMemFree (after the streams that used it finish)
+};
+
+/// cudakit capture scopes in progress on any thread (graph.hpp). While zero, the
+/// tracker's fast path needs no capture check.
+extern std::atomic<int> active_captures;
+
+/// Called for every tracked use on a capturing stream; set by the graph layer.
+/// Records the allocation in the capture (the graph keeps it alive) and orders the use
+/// against other streams of the same capture.
+using CaptureUseHook = void (*)(void* capture, struct Allocation* allocation, StreamRef stream, Access access);
+extern CaptureUseHook capture_use_hook;
+
+struct Allocation {
+  CUdeviceptr pointer = 0;
+  std::size_t bytes = 0;
+  int device = -1;
+  AllocationKind kind = AllocationKind::pool;
+
+  /// Orders a use on `stream` after the uses it conflicts with (DESIGN 5). Call before
+  /// submitting the work. The fast path is for the single-stream case.
+  void use(StreamRef stream, Access access) {
+    StreamState* s = stream.state();
+    if (s != nullptr && owner_.load(std::memory_order_acquire) == s &&
+        active_captures.load(std::memory_order_relaxed) == 0) [[likely]]
+      return;
+    use_slow(stream, access);
+  }
+
+  void retain() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  /// Drops a reference; the last one frees the memory, stream-ordered after every use.
+  void release() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy();
+  }
+
+  /// Creates an allocation already owned by `stream` (its allocating stream).
+  static Allocation* create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind, StreamRef stream);
+
+  /// For tests and diagnostics: whether the allocation is tracked across streams now.
+  bool is_shared_across_streams() const;
+
+ private:
+  Allocation() = default;
+  ~Allocation();
+  void use_slow(StreamRef stream, Access access);
+  void destroy() noexcept;
+
+  std::atomic<std::int32_t> refs_{1};
+
+  // Single-stream mode: the one stream that used the allocation (and wrote it last).
+  std::atomic<StreamState*> owner_{nullptr};
+
+  // Tracked mode (owner_ is null): guarded by mutex_.
+  mutable std::mutex mutex_;
+  bool shared_ = false;
+  StreamState* last_writer_ = nullptr;
+  std::vector<StreamState*> readers_;  // streams that read since the last write, each ordered after it
+  // Lock-free copy of readers_ for the repeated-read fast path.
+  static constexpr int synced_slots = 16;
+  std::atomic<StreamState*> synced_readers_[synced_slots] = {};
+};
+
+}  // namespace cudakit::detail

@@ -1,0 +1,113 @@
+// DeviceBuffer<T>: move-only owner of device memory (issue 3, point 1).
+//
+// By default the memory comes stream-ordered from the device's memory pool on a given
+// stream (cuMemAllocAsync) and goes back stream-ordered (cuMemFreeAsync) after every
+// stream that used it (DESIGN 5). Allocator::plain asks for cuMemAlloc instead. Whether
+// the memory starts zero-filled or uninitialized is always said:
+//
+//   DeviceBuffer<float> a(stream, n, cudakit::uninitialized);
+//   DeviceBuffer<float> b(stream, n, cudakit::zeroed);
+//   DeviceBuffer<float> c(stream, n, cudakit::zeroed, cudakit::Allocator::plain);
+//
+// Out of memory throws OutOfMemory with the bytes asked for and the free and total
+// memory; the process goes on.
+//
+// Thread safety: one thread at a time mutates a buffer (like a standard container);
+// several threads may read one buffer concurrently on their own streams (weights,
+// tables): those reads take no lock once each stream has waited for the last write.
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include "cudakit/detail/allocation.hpp"
+#include "cudakit/device_span.hpp"
+#include "cudakit/stream.hpp"
+
+namespace cudakit {
+
+/// Ask for uninitialized memory.
+struct Uninitialized {};
+inline constexpr Uninitialized uninitialized{};
+/// Ask for zero-filled memory (a stream-ordered memset on the allocating stream).
+struct Zeroed {};
+inline constexpr Zeroed zeroed{};
+
+/// Where device memory comes from.
+enum class Allocator {
+  pool,   ///< the device's default memory pool, stream-ordered (cuMemAllocAsync)
+  plain,  ///< cuMemAlloc: for memory that lives long or must not come from a pool
+};
+
+namespace detail {
+/// Allocates `bytes` on `stream`'s device; zero-fills on `stream` when asked.
+Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator);
+}  // namespace detail
+
+template <class T>
+class DeviceBuffer {
+  static_assert(std::is_trivially_copyable_v<T> && !std::is_const_v<T>,
+                "DeviceBuffer holds non-const trivially copyable types");
+
+ public:
+  using value_type = T;
+
+  DeviceBuffer() = default;
+  DeviceBuffer(StreamRef stream, std::size_t count, Uninitialized, Allocator allocator = Allocator::pool)
+      : allocation_(detail::allocate_device_memory(stream, bytes_for(count), false, allocator)), count_(count) {}
+  DeviceBuffer(StreamRef stream, std::size_t count, Zeroed, Allocator allocator = Allocator::pool)
+      : allocation_(detail::allocate_device_memory(stream, bytes_for(count), true, allocator)), count_(count) {}
+
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : allocation_(std::exchange(other.allocation_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      allocation_ = std::exchange(other.allocation_, nullptr);
+      count_ = std::exchange(other.count_, 0);
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { reset(); }
+
+  std::size_t size() const noexcept { return count_; }
+  std::size_t size_bytes() const noexcept { return count_ * sizeof(T); }
+  bool empty() const noexcept { return count_ == 0; }
+  /// False for a moved-from or default-constructed buffer.
+  explicit operator bool() const noexcept { return allocation_ != nullptr || count_ != 0; }
+
+  CUdeviceptr device_pointer() const noexcept { return allocation_ ? allocation_->pointer : CUdeviceptr{0}; }
+  T* data() const noexcept { return reinterpret_cast<T*>(device_pointer()); }
+  int device_ordinal() const noexcept { return allocation_ ? allocation_->device : -1; }
+
+  DeviceSpan<T> span() noexcept { return {allocation_, 0, count_}; }
+  DeviceSpan<const T> span() const noexcept { return {allocation_, 0, count_}; }
+  operator DeviceSpan<T>() noexcept { return span(); }
+  operator DeviceSpan<const T>() const noexcept { return span(); }
+  DeviceSpan<T> subspan(std::size_t offset, std::size_t count) { return span().subspan(offset, count); }
+  DeviceSpan<const T> subspan(std::size_t offset, std::size_t count) const { return span().subspan(offset, count); }
+
+  /// Frees the memory now (stream-ordered after every use) and leaves the buffer empty.
+  void reset() noexcept {
+    if (allocation_ != nullptr) std::exchange(allocation_, nullptr)->release();
+    count_ = 0;
+  }
+
+  /// Internal: the allocation (tracking state) behind the buffer.
+  detail::Allocation* allocation() const noexcept { return allocation_; }
+
+ private:
+  static std::size_t bytes_for(std::size_t count) {
+    if (count > static_cast<std::size_t>(-1) / sizeof(T))
+      throw InvalidArgument("DeviceBuffer of " + std::to_string(count) + " elements of " +
+                            std::to_string(sizeof(T)) + " bytes overflows size_t");
+    return count * sizeof(T);
+  }
+  detail::Allocation* allocation_ = nullptr;
+  std::size_t count_ = 0;
+};
+
+}  // namespace cudakit

@@ -1,0 +1,51 @@
+#include "cudakit/device_buffer.hpp"
+
+#include "cudakit/device.hpp"
+#include "cudakit/driver.hpp"
+#include "cudakit/error.hpp"
+#include "detail/device_state.hpp"
+
+namespace cudakit::detail {
+
+using driver::cu;
+
+namespace {
+
+[[noreturn]] void throw_out_of_memory(const char* call, int device, std::size_t bytes) {
+  MemoryInfo info;
+  try {
+    info = Device::get(device).memory_info();
+  } catch (...) {
+  }
+  throw OutOfMemory(call, describe(Resource::of_device(device)), bytes, info.free_bytes, info.total_bytes);
+}
+
+}  // namespace
+
+Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator) {
+  stream.require_handle(allocator == Allocator::pool ? "cuMemAllocAsync" : "cuMemAlloc");
+  if (bytes == 0) return nullptr;
+  int device = stream.device_ordinal();
+  const char* call = allocator == Allocator::pool ? "cuMemAllocAsync" : "cuMemAlloc";
+  Resource res = Resource::of_device(device);
+  check_not_poisoned(call, res);
+  ContextRef(library_context(device), device).make_current();
+  CUdeviceptr pointer = 0;
+  CUresult r = allocator == Allocator::pool ? cu.MemAllocAsync(&pointer, bytes, stream.handle())
+                                            : cu.MemAlloc(&pointer, bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_out_of_memory(call, device, bytes);
+  check(r, call, res);
+  Allocation* a = Allocation::create(pointer, bytes, device,
+                                     allocator == Allocator::pool ? AllocationKind::pool : AllocationKind::plain,
+                                     stream);
+  if (zero) {
+    CUresult z = cu.MemsetD8Async(pointer, 0, bytes, stream.handle());
+    if (z != CUDA_SUCCESS) {
+      a->release();
+      check(z, "cuMemsetD8Async", Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device));
+    }
+  }
+  return a;
+}
+
+}  // namespace cudakit::detail

@@ -1,0 +1,167 @@
+// Cross-stream ordering of allocations (DESIGN 5) and their stream-ordered frees.
+#include <string>
+
+#include "cudakit/detail/allocation.hpp"
+#include "cudakit/driver.hpp"
+#include "cudakit/error.hpp"
+#include "detail/device_state.hpp"
+#include "detail/event_pool.hpp"
+
+namespace cudakit::detail {
+
+using driver::cu;
+
+thread_local int manual_ordering_depth = 0;
+std::atomic<int> active_captures{0};
+CaptureUseHook capture_use_hook = nullptr;
+
+namespace {
+
+bool alive(const StreamState* s) { return s != nullptr && s->alive.load(std::memory_order_acquire); }
+
+// `to` waits for the work submitted to `from` so far: one pooled event, one wait.
+void order(StreamState* to, StreamState* from) {
+  if (to == from || !alive(from)) return;  // a dead stream's work has completed (stream_state.hpp)
+  void* to_capture = to->capture.load(std::memory_order_acquire);
+  void* from_capture = from->capture.load(std::memory_order_acquire);
+  if (from_capture != nullptr && from_capture != to_capture)
+    throw CaptureError("a buffer last used on a stream that is capturing now is used on another stream outside that "
+                       "capture; its earlier work cannot be waited for from there: use the buffer inside the capture, "
+                       "or before the capture begins");
+  order_after(to->handle, from->handle, from->device);
+}
+
+StreamState* state_of(StreamRef stream) {
+  stream.require_handle("buffer use");
+  if (StreamState* s = stream.state()) return s;
+  return borrowed_stream_state(stream.handle(), stream.device_ordinal());
+}
+
+}  // namespace
+
+Allocation* Allocation::create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind,
+                               StreamRef stream) {
+  auto* a = new Allocation;
+  a->pointer = pointer;
+  a->bytes = bytes;
+  a->device = device;
+  a->kind = kind;
+  if (stream) {
+    StreamState* s = state_of(stream);
+    tracker_retain(s);
+    a->owner_.store(s, std::memory_order_release);
+  }
+  return a;
+}
+
+Allocation::~Allocation() {
+  if (StreamState* o = owner_.load(std::memory_order_relaxed)) tracker_release(o);
+  if (last_writer_ != nullptr) tracker_release(last_writer_);
+  for (StreamState* r : readers_) tracker_release(r);
+}
+
+bool Allocation::is_shared_across_streams() const {
+  std::lock_guard lock(mutex_);
+  return shared_;
+}
+
+void Allocation::use_slow(StreamRef stream, Access access) {
+  StreamState* s = state_of(stream);
+  if (active_captures.load(std::memory_order_acquire) != 0) {
+    if (void* capture = s->capture.load(std::memory_order_acquire); capture != nullptr) {
+      // Work on a capturing stream runs only when the graph is launched: the graph
+      // records the use (and keeps this allocation alive) and orders it at launch.
+      if (capture_use_hook != nullptr) capture_use_hook(capture, this, stream, access);
+      return;
+    }
+  }
+  if (manual_ordering_depth != 0) return;
+
+  if (access == Access::read && shared_) {
+    // Repeated reads on a stream that already waited for the current write: no lock.
+    for (const auto& slot : synced_readers_)
+      if (slot.load(std::memory_order_acquire) == s) return;
+  }
+
+  std::lock_guard lock(mutex_);
+  if (!shared_) {
+    StreamState* owner = owner_.load(std::memory_order_relaxed);
+    if (owner == nullptr) {  // first use of an allocation nobody owns yet
+      tracker_retain(s);
+      owner_.store(s, std::memory_order_release);
+      return;
+    }
+    if (owner == s) return;
+    // Hand-off from the single stream: the owner is the last writer (allocation and
+    // upload count as writes; reads on the owner are ordered through it as well).
+    shared_ = true;
+    last_writer_ = owner;  // the owner's tracker reference moves here
+    owner_.store(nullptr, std::memory_order_release);
+  }
+
+  if (access == Access::read) {
+    if (last_writer_ == s) return;
+    for (StreamState* r : readers_)
+      if (r == s) return;
+    if (last_writer_ != nullptr) order(s, last_writer_);
+    tracker_retain(s);
+    readers_.push_back(s);
+    for (auto& slot : synced_readers_) {
+      StreamState* expected = nullptr;
+      if (slot.compare_exchange_strong(expected, s, std::memory_order_acq_rel)) break;
+    }
+    return;
+  }
+
+  // A write waits for the last writer and every reader, then owns the allocation alone.
+  if (last_writer_ != nullptr) order(s, last_writer_);
+  for (StreamState* r : readers_) order(s, r);
+  for (auto& slot : synced_readers_) slot.store(nullptr, std::memory_order_release);
+  for (StreamState* r : readers_) tracker_release(r);
+  readers_.clear();
+  if (last_writer_ != nullptr) tracker_release(last_writer_);
+  last_writer_ = nullptr;
+  shared_ = false;
+  tracker_retain(s);
+  owner_.store(s, std::memory_order_release);
+}
+
+void Allocation::destroy() noexcept {
+  Resource res = Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device);
+  try {
+    // Choose a live stream to free on, ordered after every other stream that used the
+    // allocation. Streams that died finished their work first (stream_state.hpp).
+    StreamState* on = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      std::vector<StreamState*> users;
+      if (StreamState* o = owner_.load(std::memory_order_relaxed)) users.push_back(o);
+      if (last_writer_ != nullptr) users.push_back(last_writer_);
+      users.insert(users.end(), readers_.begin(), readers_.end());
+      for (StreamState* u : users)
+        if (alive(u) && u->capture.load(std::memory_order_acquire) == nullptr) {
+          on = u;
+          break;
+        }
+      if (on != nullptr)
+        for (StreamState* u : users)
+          if (u != on && alive(u) && u->capture.load(std::memory_order_acquire) == nullptr) order(on, u);
+    }
+    CUstream stream = on != nullptr ? on->handle : service_stream(device);
+    if (kind == AllocationKind::pool) {
+      check(cu.MemFreeAsync(pointer, stream), "cuMemFreeAsync", res);
+    } else {
+      // cuMemFree is synchronous for the device: wait for the streams that used it first.
+      if (on != nullptr) check(cu.StreamSynchronize(stream), "cuStreamSynchronize", res);
+      ContextRef(library_context(device), device).make_current();
+      check(cu.MemFree(pointer), "cuMemFree", res);
+    }
+  } catch (const DriverError& e) {
+    park_error({e.code(), "buffer free", e.what()});
+  } catch (const std::exception& e) {
+    park_error({CUDA_SUCCESS, "buffer free", e.what()});
+  }
+  delete this;
+}
+
+}  // namespace cudakit::detail
