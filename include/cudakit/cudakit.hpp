@@ -10,3 +10,4 @@
 #include "cudakit/device_buffer.hpp"
 #include "cudakit/device_span.hpp"
 #include "cudakit/tracking.hpp"
+#include "cudakit/interop/runtime.hpp"
