@@ -16,20 +16,28 @@ using driver::cu;
 namespace detail {
 
 namespace {
+std::atomic<int> cached_device_count{-1};  // see Device::count
+// Created once per device, never destroyed while the process runs: a lock-free read
+// after the first use, since every stream, event and allocation asks for its device.
 std::mutex states_mutex;
-std::unique_ptr<DeviceState> states[max_devices];
+std::atomic<DeviceState*> states[max_devices];
 }  // namespace
 
 DeviceState& device_state(int ordinal) {
+  DeviceState* s = states[ordinal].load(std::memory_order_acquire);
+  if (s != nullptr) [[likely]]
+    return *s;
   std::lock_guard lock(states_mutex);
-  auto& s = states[ordinal];
-  if (!s) {
-    s = std::make_unique<DeviceState>();
-    s->ordinal = ordinal;
-    for (auto& a : s->attributes) a.store(attribute_unknown, std::memory_order_relaxed);
+  s = states[ordinal].load(std::memory_order_relaxed);
+  if (s == nullptr) {
+    auto fresh = std::make_unique<DeviceState>();
+    fresh->ordinal = ordinal;
+    for (auto& a : fresh->attributes) a.store(attribute_unknown, std::memory_order_relaxed);
     CUdevice handle = 0;
     check(cu.DeviceGet(&handle, ordinal), "cuDeviceGet", Resource::of_device(ordinal));
-    s->handle = handle;
+    fresh->handle = handle;
+    s = fresh.release();
+    states[ordinal].store(s, std::memory_order_release);
   }
   return *s;
 }
@@ -70,8 +78,9 @@ CUstream service_stream(int ordinal) {
 
 void reset_device_states_for_testing() {
   std::lock_guard lock(states_mutex);
-  for (auto& s : states) {
-    if (!s) continue;
+  for (auto& slot : states) {
+    DeviceState* s = slot.load();
+    if (s == nullptr) continue;
     if (CUstream st = s->service_stream.load(); st != nullptr) {
       CUresult r = cu.StreamDestroy(st);
       if (r != CUDA_SUCCESS) park_driver_error(r, "cuStreamDestroy", Resource::of_device(s->ordinal), "reset");
@@ -81,19 +90,17 @@ void reset_device_states_for_testing() {
       CUresult r = cu.DevicePrimaryCtxRelease(s->handle);
       if (r != CUDA_SUCCESS) park_driver_error(r, "cuDevicePrimaryCtxRelease", Resource::of_device(s->ordinal), "reset");
     }
-    s.reset();
+    slot.store(nullptr);
+    delete s;
   }
   cached_current_context = nullptr;
+  cached_device_count.store(-1);
 }
 
 std::string device_name_for_messages(int ordinal) noexcept {
   if (ordinal < 0 || ordinal >= max_devices) return {};
   try {
-    DeviceState* s = nullptr;
-    {
-      std::lock_guard lock(states_mutex);
-      s = states[ordinal].get();
-    }
+    DeviceState* s = states[ordinal].load(std::memory_order_acquire);
     if (s == nullptr) return {};
     std::lock_guard lock(s->name_mutex);
     return s->name;
@@ -104,9 +111,14 @@ std::string device_name_for_messages(int ordinal) noexcept {
 
 }  // namespace detail
 
+// The device count cannot change while a process runs (CUDA_VISIBLE_DEVICES is read
+// once by cuInit); cached so Device::get costs no driver call after the first.
 int Device::count() {
-  int n = 0;
+  using detail::cached_device_count;
+  int n = cached_device_count.load(std::memory_order_relaxed);
+  if (n >= 0) return n;
   check(cu.DeviceGetCount(&n), "cuDeviceGetCount", Resource::none());
+  cached_device_count.store(n, std::memory_order_relaxed);
   return n;
 }
 
