@@ -1,0 +1,63 @@
+// What a benchmark yields: one Result per measured figure, each holding the samples of
+// the cudakit side and of the raw-driver side, taken interleaved in one process.
+//
+// A Result is judged by the ratio of the two medians, cudakit over raw, against a
+// target: for a cost (µs per operation) lower is better and the target is a ceiling
+// (1.05: cudakit may cost at most 5% more); for a throughput (GB/s) higher is better and
+// the target is a floor (0.98: cudakit keeps at least 98% of the raw bandwidth).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/statistics.hpp"
+#include "bench/timing.hpp"
+
+namespace cudakit::tool::bench {
+
+/// The direction of a figure: costs go down, throughputs go up.
+enum class Better { lower, higher };
+
+struct Result {
+  std::string name;   // "event record"
+  std::string group;  // "events"; the group "bandwidth" with a size sweep also gets a line chart
+  std::string unit;   // "us" (per operation), "GB/s"
+  Better better = Better::lower;
+  double target_ratio = 0;  // cudakit/raw bound; 0: reported, not judged
+  // Size sweeps (a line chart of the figure against size): the curve this point
+  // belongs to ("pinned H2D") and its size. Empty and 0 for a single figure.
+  std::string series;
+  double size_bytes = 0;
+  // One sample per timed batch, in `unit`; the i-th of each side came from round i.
+  std::vector<double> cudakit;
+  std::vector<double> raw;
+  // Not empty when the benchmark failed; such a result counts as a missed target.
+  std::string error;
+};
+
+/// A Result's numbers, computed from its samples.
+struct Verdict {
+  Spread cudakit;
+  Spread raw;
+  double ratio;        // cudakit median / raw median; NaN when it cannot be formed
+  Spread round_ratio;  // per-round cudakit/raw: how steady the ratio was across rounds
+  bool judged;         // has a target and no error
+  bool met;            // judged and within the target (an unjudged result is never "met")
+  bool missed;         // failed (an error) or judged and outside the target: exit 1
+};
+
+Verdict judge(const Result& result);
+
+/// A cost result in microseconds per operation (lower is better), from seconds per
+/// operation as time_host and time_device give them.
+Result cost_result(std::string name, std::string group, const PairedSamples& seconds_per_op, double target_ratio);
+
+/// A throughput result in GB/s (10^9 bytes per second, higher is better): each
+/// operation moved `bytes_per_op` bytes. `series` and `size_bytes` place it on a curve.
+Result bandwidth_result(std::string name, std::string group, const PairedSamples& seconds_per_op, double bytes_per_op,
+                        double target_ratio, std::string series = {}, double size_bytes = 0);
+
+/// A result for a benchmark that threw: it carries the message and misses its target.
+Result error_result(std::string name, std::string group, std::string message);
+
+}  // namespace cudakit::tool::bench
