@@ -31,7 +31,9 @@ DeviceState& device_state(int ordinal) {
   s = states[ordinal].load(std::memory_order_relaxed);
   if (s == nullptr) {
     auto fresh = std::make_unique<DeviceState>();
+    static std::atomic<std::uint64_t> generations{0};
     fresh->ordinal = ordinal;
+    fresh->generation = ++generations;
     for (auto& a : fresh->attributes) a.store(attribute_unknown, std::memory_order_relaxed);
     CUdevice handle = 0;
     check(cu.DeviceGet(&handle, ordinal), "cuDeviceGet", Resource::of_device(ordinal));
@@ -76,7 +78,10 @@ CUstream service_stream(int ordinal) {
   return stream;
 }
 
+void flush_thread_event_cache() noexcept;  // event.cpp
+
 void reset_device_states_for_testing() {
+  flush_thread_event_cache();
   std::lock_guard lock(states_mutex);
   for (auto& slot : states) {
     DeviceState* s = slot.load();

@@ -1,5 +1,8 @@
 #include "cudakit/event.hpp"
 
+#include <cstdint>
+#include <utility>
+
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/stream.hpp"
@@ -127,15 +130,63 @@ void release_event_pool(DeviceState& s) noexcept {
   s.free_events.clear();
 }
 
+namespace {
+
+// One hand-off event per device cached in each thread: a record plus a wait is the
+// hottest cross-stream path, and the pool's mutex would cost more than the calls it
+// serves. Reusing the event at once is safe: a wait captures the event's state when it
+// is enqueued, so re-recording it later does not change what was waited for.
+struct ThreadEventCache {
+  CUevent events[max_devices] = {};
+  std::uint64_t generations[max_devices] = {};
+
+  CUevent take(int device, std::uint64_t generation) {
+    if (device < 0 || device >= max_devices || events[device] == nullptr || generations[device] != generation)
+      return nullptr;
+    return std::exchange(events[device], nullptr);
+  }
+  bool keep(int device, std::uint64_t generation, CUevent e) {
+    if (device < 0 || device >= max_devices || events[device] != nullptr) return false;
+    events[device] = e;
+    generations[device] = generation;
+    return true;
+  }
+  void flush() noexcept {
+    for (int d = 0; d < max_devices; ++d) {
+      CUevent e = std::exchange(events[d], nullptr);
+      if (e == nullptr) continue;
+      // Only if the device state it came from still exists (not reset by a unit test).
+      DeviceState* s = nullptr;
+      try {
+        s = &device_state(d);
+      } catch (...) {
+      }
+      if (s != nullptr && s->generation == generations[d]) release_pooled_event(d, e);
+    }
+  }
+  ~ThreadEventCache() { flush(); }
+};
+
+thread_local ThreadEventCache thread_events;
+
+}  // namespace
+
+void flush_thread_event_cache() noexcept { thread_events.flush(); }
+
 void order_after(CUstream to, CUstream from, int device) {
-  CUevent e = acquire_pooled_event(device);
+  std::uint64_t generation = device_state(device).generation;
+  CUevent e = thread_events.take(device, generation);
+  if (e == nullptr) e = acquire_pooled_event(device);
+  auto give_back = [&] {
+    if (!thread_events.keep(device, generation, e)) release_pooled_event(device, e);
+  };
   CUresult r = cu.EventRecord(e, from);
   if (r != CUDA_SUCCESS) {
-    release_pooled_event(device, e);
+    give_back();
     check(r, "cuEventRecord", Resource::of(ResourceKind::stream, from, device));
   }
   r = cu.StreamWaitEvent(to, e, 0);
-  release_pooled_event(device, e);
+  give_back();
   check(r, "cuStreamWaitEvent", Resource::of(ResourceKind::stream, to, device));
 }
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -18,6 +19,9 @@ inline constexpr int attribute_unknown = INT_MIN;
 struct DeviceState {
   int ordinal = -1;
   CUdevice handle = 0;
+  // Distinguishes this state from an earlier one at the same address (unit tests reset
+  // device states between tests); thread-local caches check it.
+  std::uint64_t generation = 0;
 
   std::mutex name_mutex;
   std::string name;  // empty until queried
@@ -53,7 +57,8 @@ DeviceState& device_state(int ordinal);
 /// The device's service stream (see DeviceState::service_stream).
 CUstream service_stream(int ordinal);
 
-/// Unit tests: forget every cache (a new fake driver may describe other devices).
+/// Unit tests: forget every cache; the calling thread's cached hand-off events go back
+/// to their pools first (other threads' caches empty themselves when the threads end). (a new fake driver may describe other devices).
 /// Destroys pooled events and drops the library's context retains.
 void reset_device_states_for_testing();
 
