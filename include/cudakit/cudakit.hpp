@@ -11,3 +11,4 @@
 #include "cudakit/device_span.hpp"
 #include "cudakit/tracking.hpp"
 #include "cudakit/interop/runtime.hpp"
+#include "cudakit/gpu.hpp"
