@@ -186,5 +186,7 @@ void register_graphs(Driver& d);
 /// A fake context handle for device `d` (stable).
 CUcontext context_of(int device);
 int device_of(CUcontext context);
+/// The calling thread's current context, read without a (counted) driver call.
+CUcontext current_context();
 
 }  // namespace cudakit::fake
