@@ -136,8 +136,13 @@ class Stream {
   CUstream handle() const noexcept { return ref_.handle(); }
   int device_ordinal() const noexcept { return ref_.device_ordinal(); }
   explicit operator bool() const noexcept { return static_cast<bool>(ref_); }
-  /// Gives up ownership: the caller destroys the returned stream.
-  CUstream release() noexcept { return std::exchange(ref_, {}).handle(); }
+  /// Gives up ownership: the caller destroys the returned stream. Buffers that still
+  /// remember the stream treat it as borrowed from then on.
+  CUstream release() noexcept {
+    StreamRef ref = std::exchange(ref_, {});
+    if (detail::StreamState* state = ref.state()) detail::release(state);
+    return ref.handle();
+  }
 
   bool query() const { return ref_.query(); }
   void synchronize() const { ref_.synchronize(); }
