@@ -21,15 +21,29 @@ std::unique_ptr<DeviceState> states[max_devices];
 }  // namespace
 
 DeviceState& device_state(int ordinal) {
+  // The ordinal indexes an array: a bad one (from a hand-made ContextRef or StreamRef)
+  // must be an error, not a stray access.
+  if (ordinal < 0 || ordinal >= max_devices)
+    throw InvalidArgument("device ordinal " + std::to_string(ordinal) + " is out of range: cudakit handles ordinals 0 to " +
+                          std::to_string(max_devices - 1));
+  {
+    std::lock_guard lock(states_mutex);
+    if (states[ordinal]) [[likely]]
+      return *states[ordinal];
+  }
+  // The driver call is made, and its error thrown, outside the lock: the error message
+  // names the device, which reads the states (device_name_for_messages). The state is
+  // installed only once the call succeeded, so a failure leaves nothing half made.
+  CUdevice handle = 0;
+  check(cu.DeviceGet(&handle, ordinal), "cuDeviceGet", Resource::of_device(ordinal));
   std::lock_guard lock(states_mutex);
   auto& s = states[ordinal];
   if (!s) {
-    s = std::make_unique<DeviceState>();
-    s->ordinal = ordinal;
-    for (auto& a : s->attributes) a.store(attribute_unknown, std::memory_order_relaxed);
-    CUdevice handle = 0;
-    check(cu.DeviceGet(&handle, ordinal), "cuDeviceGet", Resource::of_device(ordinal));
-    s->handle = handle;
+    auto made = std::make_unique<DeviceState>();
+    made->ordinal = ordinal;
+    made->handle = handle;
+    for (auto& a : made->attributes) a.store(attribute_unknown, std::memory_order_relaxed);
+    s = std::move(made);
   }
   return *s;
 }
@@ -53,15 +67,20 @@ CUcontext library_context(int ordinal) {
 }
 
 void reset_device_states_for_testing() {
-  std::lock_guard lock(states_mutex);
-  for (auto& s : states) {
+  // Taken out under the lock, released outside it: a failed release parks an error
+  // whose message names the device, which reads the states.
+  std::unique_ptr<DeviceState> old[max_devices];
+  {
+    std::lock_guard lock(states_mutex);
+    for (int d = 0; d < max_devices; ++d) old[d] = std::move(states[d]);
+  }
+  for (auto& s : old) {
     if (!s) continue;
     release_event_pool(*s);
     if (s->library_context.load() != nullptr) {
       CUresult r = cu.DevicePrimaryCtxRelease(s->handle);
       if (r != CUDA_SUCCESS) park_driver_error(r, "cuDevicePrimaryCtxRelease", Resource::of_device(s->ordinal), "reset");
     }
-    s.reset();
   }
   cached_current_context = nullptr;
 }
@@ -107,12 +126,15 @@ std::vector<Device> Device::all() {
 
 const std::string& Device::name() const {
   auto& s = detail::device_state(ordinal_);
-  std::lock_guard lock(s.name_mutex);
-  if (s.name.empty()) {
-    char buf[256] = {};
-    check(cu.DeviceGetName(buf, sizeof buf - 1, handle_), "cuDeviceGetName", Resource::of_device(ordinal_));
-    s.name = buf;
+  {
+    std::lock_guard lock(s.name_mutex);
+    if (!s.name.empty()) return s.name;  // set once, never changed after
   }
+  // Queried, and a failure thrown, outside the lock: the error message reads the name.
+  char buf[256] = {};
+  check(cu.DeviceGetName(buf, sizeof buf - 1, handle_), "cuDeviceGetName", Resource::of_device(ordinal_));
+  std::lock_guard lock(s.name_mutex);
+  if (s.name.empty()) s.name = buf;
   return s.name;
 }
 
