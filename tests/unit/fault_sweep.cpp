@@ -509,6 +509,56 @@ std::vector<std::string> sweep_poisoned(const Operation& op) {
   return problems;
 }
 
+std::vector<std::string> sweep_old_drivers(const Operation& op) {
+  std::vector<std::string> problems;
+  Watchdog watchdog;
+  std::vector<EntryId> calls = calls_of(op);
+  std::vector<int> versions;  // the driver versions just before each newer entry
+  for (EntryId e : calls) {
+    int since = driver::entry_info(e).introduced_in;
+    if (since > driver::minimum_driver_version) versions.push_back(since - 10);
+  }
+  std::sort(versions.begin(), versions.end());
+  versions.erase(std::unique(versions.begin(), versions.end()), versions.end());
+  for (int version : versions) {
+    std::string label = op.name + " on a CUDA " + driver::version_string(version) + " driver";
+    watchdog.arm(label);
+    // A fresh fake as old as `version`: every later entry is missing.
+    std::vector<std::string> missing_names;
+    auto fake = std::make_unique<fake::Driver>();
+    fake->driver_version = version;
+    for (std::size_t i = 0; i < driver::entry_count; ++i)
+      if (driver::entry_infos[i].introduced_in > version) {
+        fake->missing.insert(static_cast<EntryId>(i));
+        missing_names.push_back(driver::entry_infos[i].name);
+      }
+    fake->install();
+    detail::clear_poison_for_testing();
+    drain_parked_errors();
+    forget_cached_current_context();
+    {
+      auto scene = std::make_unique<Scene>(*fake);
+      try {
+        op.run(*scene);
+      } catch (const FeatureUnavailable& e) {
+        if (std::find(missing_names.begin(), missing_names.end(), e.entry()) == missing_names.end())
+          problems.push_back(label + ": FeatureUnavailable names " + e.entry() + ", which this driver has");
+        else if (std::string(e.what()).find(driver::version_string(version)) == std::string::npos)
+          problems.push_back(label + ": FeatureUnavailable does not name the driver's version: " + e.what());
+      } catch (const std::exception& e) {
+        problems.push_back(label + ": threw something other than FeatureUnavailable: " + e.what());
+      }
+      auto parked = drain_parked_errors();
+      if (!parked.empty()) problems.push_back(label + ": parked errors:" + parked_lines(parked));
+      finish(scene, *fake, problems, label);
+    }
+    driver::testing::reset();
+    detail::clear_poison_for_testing();
+    forget_cached_current_context();
+  }
+  return problems;
+}
+
 // ---- entry classes ----
 
 bool is_query(EntryId e) { return e == EntryId::StreamQuery || e == EntryId::EventQuery; }

@@ -24,7 +24,8 @@
 // A second pass runs every operation on a device that an unrelated sticky error
 // poisoned earlier (DESIGN 7), and destroys the scene while the driver still fails
 // every call: destructors must neither throw nor hang, and what they park must say
-// "poisoned".
+// "poisoned". A third runs it on drivers older than the newest entries it calls: it
+// must throw FeatureUnavailable naming the entry (or work without it), leaking nothing.
 //
 // ---- Adding operations (other areas: memory, launch, graphs, ...) ----
 //
@@ -167,6 +168,11 @@ std::vector<std::string> sweep_faults(const Operation& op);
 /// Every problem found running the operation on a device poisoned by an earlier
 /// sticky error, and destroying its scene while the driver still fails.
 std::vector<std::string> sweep_poisoned(const Operation& op);
+/// Every problem found running the operation on drivers older than the entries it
+/// calls (for each entry newer than the oldest supported driver: a driver just before
+/// it, lacking every entry of its version and later). The operation must throw
+/// FeatureUnavailable naming a missing entry, or work without it; nothing leaks.
+std::vector<std::string> sweep_old_drivers(const Operation& op);
 
 // ---- entry classes the sweep's rules depend on ----
 

@@ -107,6 +107,11 @@ TEST_P(FaultSweep, OnAPoisonedDeviceFailsBeforeTheDriverAndDestructorsPark) {
   EXPECT_TRUE(problems.empty()) << testing::join_lines(problems);
 }
 
+TEST_P(FaultSweep, OnADriverOlderThanItsEntriesSaysWhichIsMissing) {
+  auto problems = sweep::sweep_old_drivers(sweep::operations()[GetParam()]);
+  EXPECT_TRUE(problems.empty()) << testing::join_lines(problems);
+}
+
 INSTANTIATE_TEST_SUITE_P(Call, FaultSweep, ::testing::Range<std::size_t>(0, sweep::operations().size()), test_name);
 
 TEST(FaultSweepRegistry, NamesAreUnique) {
@@ -167,6 +172,19 @@ TEST(FaultSweepSelfTest, FindsADriverCallOnAPoisonedDevice) {
                       }};
   auto problems = sweep::sweep_poisoned(op);
   EXPECT_TRUE(mentions(problems, "the driver saw calls on the poisoned device: cuStreamGetFlags")) << testing::join_lines(problems);
+}
+
+TEST(FaultSweepSelfTest, FindsAnOperationThatMisreportsAMissingEntry) {
+  // An operation needing cuFuncGetParamInfo (CUDA 12.4) that, on an older driver,
+  // blames the wrong entry.
+  sweep::Operation op{"misreports", [](Scene&) {
+                        if (!driver::has(EntryId::FuncGetParamInfo))
+                          throw FeatureUnavailable("cuStreamQuery", 2000, driver::version(), "wrong entry");
+                        (void)driver::cu.FuncGetParamInfo(nullptr, 0, nullptr, nullptr);
+                      }};
+  auto problems = sweep::sweep_old_drivers(op);
+  EXPECT_TRUE(mentions(problems, "on a CUDA 12.3 driver: FeatureUnavailable names cuStreamQuery, which this driver has"))
+      << testing::join_lines(problems);
 }
 
 TEST(FaultSweepSelfTest, EnumeratesTheCallsOfTheOperationNotOfItsInputs) {
