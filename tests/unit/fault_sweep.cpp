@@ -311,7 +311,6 @@ Scene::Suspended Scene::suspend() {
   s.faults = std::exchange(fake_.faults, {});
   s.log = fake_.call_log;
   s.counts.assign(std::begin(fake_.call_counts), std::end(fake_.call_counts));
-  ++setup_depth_;
   return s;
 }
 
@@ -320,7 +319,6 @@ void Scene::resume(Suspended saved) {
   fake_.faults = std::move(saved.faults);
   fake_.call_log = std::move(saved.log);
   std::copy(saved.counts.begin(), saved.counts.end(), std::begin(fake_.call_counts));
-  --setup_depth_;
 }
 
 Device Scene::device(int ordinal) {

@@ -142,7 +142,6 @@ class Scene {
   fake::Driver& fake_;
   std::vector<std::pair<std::string, std::shared_ptr<void>>> objects_;
   std::optional<bool> returned_;
-  int setup_depth_ = 0;
 };
 
 /// One public operation.
