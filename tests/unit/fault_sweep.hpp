@@ -48,8 +48,9 @@
 // - What the operation creates itself (the resource under test) is a local: its
 //   destructor's driver calls are swept too.
 // - A query reports its answer with s.returned(bool) so NOT_READY is checked to be false.
-// - Registration names must be unique; the test is FaultSweep.Call/<name> (non-alphanumeric
-//   characters become '_').
+// - Registration names must be unique; the test is
+//   Call/FaultSweep.EndsCleanlyWhateverTheDriverAnswers/<name> (non-alphanumeric
+//   characters become '_'), so --gtest_filter='*/Stream_adopt' runs one operation.
 // - An operation that deliberately recovers from a failed call (a fallback) lists that
 //   entry in its third field: {"name", fn, {EntryId::MemAllocAsync}}.
 // - CUDAKIT_SWEEP_VERBOSE=1 prints every case as it runs.
