@@ -11,6 +11,18 @@ command -v g++ >/dev/null || missing+=(g++)
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
 [ -f /usr/include/gmock/gmock.h ] || missing+=(libgmock-dev)
 
+# make test also builds the unit tests with g++'s sanitizers. Their runtimes (libasan,
+# libtsan, libubsan) come with g++ on Debian and Ubuntu (libgcc-N-dev depends on them);
+# install them explicitly where they are missing.
+if command -v g++ >/dev/null; then
+  for runtime in libasan.so libtsan.so libubsan.so; do
+    case "$(g++ -print-file-name=$runtime)" in
+      /*) ;;
+      *) missing+=("libgcc-$(g++ -dumpversion | cut -d. -f1)-dev"); break ;;
+    esac
+  done
+fi
+
 if [ ${#missing[@]} -gt 0 ]; then
   echo "ensure-deps: installing ${missing[*]}" >&2
   if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi

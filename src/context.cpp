@@ -14,7 +14,9 @@ thread_local CUcontext cached_current_context = nullptr;
 
 void set_current_context_slow(CUcontext context, int device) {
   if (context == nullptr) throw_empty_handle("Context");
-  check(cu.CtxSetCurrent(context), "cuCtxSetCurrent", Resource::of(ResourceKind::context, context, device));
+  Resource res = Resource::of(ResourceKind::context, context, device);
+  check_not_poisoned("cuCtxSetCurrent", res);  // DESIGN 7
+  check(cu.CtxSetCurrent(context), "cuCtxSetCurrent", res);
   cached_current_context = context;
 }
 
@@ -30,13 +32,14 @@ void ContextRef::synchronize() const {
 
 std::pair<int, int> ContextRef::stream_priority_range() const {
   if (handle_ == nullptr) detail::throw_empty_handle("Context");
+  Resource res = Resource::of(ResourceKind::context, handle_, device_);
+  check_not_poisoned("cuCtxGetStreamPriorityRange", res);  // DESIGN 7, even when cached
   auto& s = detail::device_state(device_);
   int least = s.priority_least.load(std::memory_order_relaxed);
   int greatest = s.priority_greatest.load(std::memory_order_relaxed);
   if (least != INT_MIN && greatest != INT_MIN) return {least, greatest};
   make_current();
-  check(cu.CtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange",
-        Resource::of(ResourceKind::context, handle_, device_));
+  check(cu.CtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange", res);
   s.priority_greatest.store(greatest, std::memory_order_relaxed);
   s.priority_least.store(least, std::memory_order_relaxed);
   return {least, greatest};
@@ -51,7 +54,13 @@ Context Context::primary(Device device) {
 }
 
 Context Context::clone() const {
-  return primary(checked_ref().device());
+  ContextRef ref = checked_ref();
+  Resource res = Resource::of_device(ref.device_ordinal());
+  check_not_poisoned("cuDevicePrimaryCtxRetain", res);
+  CUcontext context = nullptr;
+  check(cu.DevicePrimaryCtxRetain(&context, detail::device_state(ref.device_ordinal()).handle), "cuDevicePrimaryCtxRetain",
+        res);
+  return Context(ContextRef(context, ref.device_ordinal()));
 }
 
 ContextRef Context::checked_ref() const {

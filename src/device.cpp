@@ -24,21 +24,29 @@ std::atomic<DeviceState*> states[max_devices];
 }  // namespace
 
 DeviceState& device_state(int ordinal) {
-  DeviceState* s = states[ordinal].load(std::memory_order_acquire);
-  if (s != nullptr) [[likely]]
-    return *s;
+  // The ordinal indexes an array: a bad one (from a hand-made ContextRef or StreamRef)
+  // must be an error, not a stray access.
+  if (ordinal < 0 || ordinal >= max_devices)
+    throw InvalidArgument("device ordinal " + std::to_string(ordinal) + " is out of range: cudakit handles ordinals 0 to " +
+                          std::to_string(max_devices - 1));
+  DeviceState* existing = states[ordinal].load(std::memory_order_acquire);
+  if (existing != nullptr) [[likely]]
+    return *existing;
+  // The driver call is made, and its error thrown, outside the lock: the error message
+  // names the device, which reads the states (device_name_for_messages). The state is
+  // installed only once the call succeeded, so a failure leaves nothing half made.
+  CUdevice handle = 0;
+  check(cu.DeviceGet(&handle, ordinal), "cuDeviceGet", Resource::of_device(ordinal));
   std::lock_guard lock(states_mutex);
-  s = states[ordinal].load(std::memory_order_relaxed);
+  DeviceState* s = states[ordinal].load(std::memory_order_relaxed);
   if (s == nullptr) {
-    auto fresh = std::make_unique<DeviceState>();
     static std::atomic<std::uint64_t> generations{0};
-    fresh->ordinal = ordinal;
-    fresh->generation = ++generations;
-    for (auto& a : fresh->attributes) a.store(attribute_unknown, std::memory_order_relaxed);
-    CUdevice handle = 0;
-    check(cu.DeviceGet(&handle, ordinal), "cuDeviceGet", Resource::of_device(ordinal));
-    fresh->handle = handle;
-    s = fresh.release();
+    auto made = std::make_unique<DeviceState>();
+    made->ordinal = ordinal;
+    made->handle = handle;
+    made->generation = ++generations;
+    for (auto& a : made->attributes) a.store(attribute_unknown, std::memory_order_relaxed);
+    s = made.release();
     states[ordinal].store(s, std::memory_order_release);
   }
   return *s;
@@ -82,10 +90,15 @@ void flush_thread_event_cache() noexcept;  // event.cpp
 
 void reset_device_states_for_testing() {
   flush_thread_event_cache();
-  std::lock_guard lock(states_mutex);
-  for (auto& slot : states) {
-    DeviceState* s = slot.load();
-    if (s == nullptr) continue;
+  // Taken out under the lock, released outside it: a failed release parks an error
+  // whose message names the device, which reads the states.
+  std::unique_ptr<DeviceState> old[max_devices];
+  {
+    std::lock_guard lock(states_mutex);
+    for (int d = 0; d < max_devices; ++d) old[d].reset(states[d].exchange(nullptr));
+  }
+  for (auto& s : old) {
+    if (!s) continue;
     if (CUstream st = s->service_stream.load(); st != nullptr) {
       CUresult r = cu.StreamDestroy(st);
       if (r != CUDA_SUCCESS) park_driver_error(r, "cuStreamDestroy", Resource::of_device(s->ordinal), "reset");
@@ -95,8 +108,6 @@ void reset_device_states_for_testing() {
       CUresult r = cu.DevicePrimaryCtxRelease(s->handle);
       if (r != CUDA_SUCCESS) park_driver_error(r, "cuDevicePrimaryCtxRelease", Resource::of_device(s->ordinal), "reset");
     }
-    slot.store(nullptr);
-    delete s;
   }
   cached_current_context = nullptr;
   cached_device_count.store(-1);
@@ -144,12 +155,15 @@ std::vector<Device> Device::all() {
 
 const std::string& Device::name() const {
   auto& s = detail::device_state(ordinal_);
-  std::lock_guard lock(s.name_mutex);
-  if (s.name.empty()) {
-    char buf[256] = {};
-    check(cu.DeviceGetName(buf, sizeof buf - 1, handle_), "cuDeviceGetName", Resource::of_device(ordinal_));
-    s.name = buf;
+  {
+    std::lock_guard lock(s.name_mutex);
+    if (!s.name.empty()) return s.name;  // set once, never changed after
   }
+  // Queried, and a failure thrown, outside the lock: the error message reads the name.
+  char buf[256] = {};
+  check(cu.DeviceGetName(buf, sizeof buf - 1, handle_), "cuDeviceGetName", Resource::of_device(ordinal_));
+  std::lock_guard lock(s.name_mutex);
+  if (s.name.empty()) s.name = buf;
   return s.name;
 }
 

@@ -27,9 +27,11 @@ const KnownCode* find_known(CUresult code) {
 }
 
 // The driver names codes when it is loaded; the generated table does otherwise, so that
-// an error raised while loading (or under a fake driver) still reads well.
+// an error raised while loading (or under a fake driver) still reads well. Never loads
+// the driver: the loader names cuInit's failure with its lock held.
 bool driver_can_describe() {
   try {
+    if (!driver::detail::loaded()) return false;
     return driver::has(driver::EntryId::GetErrorName) && driver::has(driver::EntryId::GetErrorString);
   } catch (...) {
     return false;

@@ -76,7 +76,9 @@ void StreamRef::wait(StreamRef other) const {
 int StreamRef::priority() const {
   require_handle("cuStreamGetPriority");
   int p = 0;
-  check(cu.StreamGetPriority(handle_, &p), "cuStreamGetPriority", stream_resource(handle_, device_));
+  Resource res = stream_resource(handle_, device_);
+  check_not_poisoned("cuStreamGetPriority", res);
+  check(cu.StreamGetPriority(handle_, &p), "cuStreamGetPriority", res);
   return p;
 }
 
@@ -127,7 +129,9 @@ Stream Stream::adopt(CUstream handle, int device) {
     throw InvalidArgument("Stream::adopt: the legacy or per-thread default stream cannot be adopted; cudakit uses "
                           "only non-blocking streams it can own");
   unsigned flags = 0;
-  check(cu.StreamGetFlags(handle, &flags), "cuStreamGetFlags", stream_resource(handle, device));
+  Resource res = stream_resource(handle, device);
+  check_not_poisoned("cuStreamGetFlags", res);
+  check(cu.StreamGetFlags(handle, &flags), "cuStreamGetFlags", res);
   if ((flags & CU_STREAM_NON_BLOCKING) == 0)
     throw InvalidArgument("Stream::adopt: " + describe(stream_resource(handle, device)) +
                           " is a blocking stream (it synchronizes with the legacy default stream); create it with "

@@ -41,8 +41,9 @@ class ContextRef {
   explicit operator bool() const noexcept { return handle_ != nullptr; }
 
   /// Makes this context current on the calling thread (no driver call when it already is).
+  /// An empty ref throws EmptyHandle, also when no context is current yet.
   void make_current() const {
-    if (detail::cached_current_context != handle_) [[unlikely]]
+    if (detail::cached_current_context != handle_ || handle_ == nullptr) [[unlikely]]
       detail::set_current_context_slow(handle_, device_);
   }
 

@@ -57,6 +57,10 @@ extern std::atomic<void*> slots[entry_count];
 // Resolves one entry, loading the driver first if needed. Throws DriverUnavailable when
 // the driver cannot be loaded and FeatureUnavailable when this driver lacks the entry.
 void* resolve(EntryId id);
+// Whether the driver is loaded (or a fake table installed) now. Never loads it, never
+// blocks: the error layer asks it before naming a code through the driver, which
+// must not happen while the loader itself is naming cuInit's failure.
+bool loaded() noexcept;
 }  // namespace detail
 
 /// A callable for one entry, typed by the PFN of its pinned ABI version.

@@ -151,6 +151,8 @@ void* detail::resolve(EntryId id) {
   return fn;
 }
 
+bool detail::loaded() noexcept { return state().ready.load(std::memory_order_acquire); }
+
 bool has(EntryId id) {
   ensure_loaded();
   if (detail::slots[static_cast<std::size_t>(id)].load(std::memory_order_acquire) != nullptr) return true;

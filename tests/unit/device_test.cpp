@@ -5,6 +5,8 @@
 
 #include "cudakit/context.hpp"
 #include "cudakit/device.hpp"
+#include "cudakit/event.hpp"
+#include "cudakit/stream.hpp"
 #include "fake_fixture.hpp"
 
 namespace cudakit {
@@ -107,6 +109,78 @@ TEST_F(TwoDevices, StreamPriorityRangeIsReadOnce) {
   EXPECT_EQ(r1, (std::pair<int, int>{0, -5}));
   EXPECT_EQ(r1, r2);
   EXPECT_EQ(fake().calls(EntryId::CtxGetStreamPriorityRange), 1);
+}
+
+
+// A failed first query of a device throws (it once deadlocked: the error message names
+// the device, which read the device table under the lock the query held) and leaves no
+// half-made state behind: the next call asks again.
+TEST_F(TwoDevices, FailedFirstDeviceGetThrowsAndTheNextCallAsksAgain) {
+  fake().fail(EntryId::DeviceGet, 1, CUDA_ERROR_INVALID_VALUE);
+  try {
+    Device::get(1);
+    FAIL() << "threw nothing";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.call(), "cuDeviceGet");
+    EXPECT_EQ(e.resource(), "device 1");
+  }
+  Device d = Device::get(1);
+  EXPECT_EQ(d.handle(), 1);
+  EXPECT_EQ(d.name(), "Second Fake GPU");
+}
+
+// The same for the name (it deadlocked on the name's own lock).
+TEST_F(TwoDevices, FailedNameQueryThrowsAndTheNextCallAsksAgain) {
+  Device d = Device::get(0);
+  fake().fail(EntryId::DeviceGetName, 1, CUDA_ERROR_INVALID_VALUE);
+  auto m = message_of<DriverError>([&] { (void)d.name(); });
+  EXPECT_NE(m.find("cuDeviceGetName on device 0: CUDA_ERROR_INVALID_VALUE"), std::string::npos) << m;
+  EXPECT_EQ(d.name(), "Fake GPU");
+}
+
+// A hand-made ref with a bad ordinal is refused, never an access outside the device table.
+TEST_F(TwoDevices, RefWithAnOrdinalOutsideTheTableIsRefused) {
+  for (int bad : {-1, 128, 1000}) {
+    ContextRef context(fake::context_of(0), bad);
+    auto m = message_of<InvalidArgument>([&] { Stream s(context); });
+    EXPECT_NE(m.find("device ordinal " + std::to_string(bad) + " is out of range"), std::string::npos) << m;
+    EXPECT_THROW(Event{context}, InvalidArgument);
+    EXPECT_THROW((void)context.stream_priority_range(), InvalidArgument);
+  }
+  Stream a(Device::get(0));
+  Stream b(Device::get(0));
+  EXPECT_THROW(a.wait(StreamRef(b.handle(), 500)), InvalidArgument);
+  // In the table but not a device: the driver says so.
+  auto m = message_of<DriverError>([&] { Stream s(ContextRef(fake::context_of(0), 5)); });
+  EXPECT_NE(m.find("cuDeviceGet on device 5: CUDA_ERROR_INVALID_DEVICE"), std::string::npos) << m;
+}
+
+// An attribute past this toolkit's CU_DEVICE_ATTRIBUTE_MAX (one a newer driver may know)
+// goes to the driver uncached, never past the end of the cache. (Values outside the
+// enum's range, like -1, are undefined behaviour in the caller: UBSan flags the cast.)
+TEST_F(TwoDevices, AttributeBeyondTheCacheGoesToTheDriverUncached) {
+  Device d = Device::get(0);
+  EXPECT_THROW((void)d.attribute(CU_DEVICE_ATTRIBUTE_MAX), DriverError);
+  EXPECT_THROW((void)d.attribute(static_cast<CUdevice_attribute>(200)), DriverError);
+  EXPECT_EQ(fake().calls(EntryId::DeviceGetAttribute), 2);
+}
+
+// reset_device_states_for_testing parks a failed release instead of deadlocking on the
+// device table while the parked message names the device.
+TEST_F(TwoDevices, FailedReleaseDuringResetIsParked) {
+  expect_parked_errors();
+  {
+    Stream a(Device::get(0)), b(Device::get(0));
+    b.wait(a);  // leaves one event in the pool
+  }
+  fake().fail(EntryId::EventDestroy, 0, CUDA_ERROR_INVALID_VALUE);
+  detail::reset_device_states_for_testing();
+  fake().clear_faults();
+  auto parked = drain_parked_errors();
+  ASSERT_EQ(parked.size(), 1u);
+  EXPECT_EQ(parked[0].origin, "event pool");
+  EXPECT_NE(parked[0].message.find("cuEventDestroy on event"), std::string::npos) << parked[0].message;
+  fake().destroy_leftovers();
 }
 
 }  // namespace

@@ -64,6 +64,86 @@ TEST_F(RealLoaderTest, ToolkitStubIsRecognisedAndTheRealLibraryLocationNamed) {
   }
 }
 
+TEST_F(RealLoaderTest, LibraryWithoutCuInitIsNotADriver) {
+  use_library("libm.so.6");
+  try {
+    driver::ensure_loaded();
+    FAIL() << "libm loaded as a driver";
+  } catch (const DriverUnavailable& e) {
+    EXPECT_EQ(e.reason(), DriverUnavailable::Reason::not_installed);
+    std::string m = e.what();
+    EXPECT_NE(m.find("does not export cuInit; it is not a CUDA driver library"), std::string::npos) << m;
+  }
+}
+
+// The paths that need a real driver, on a stand-in libcuda (tests/fake_libcuda).
+class StandInDriverTest : public RealLoaderTest {
+ protected:
+  void use_mode(const char* mode) {
+    setenv("CUDAKIT_FAKE_LIBCUDA_MODE", mode, 1);
+    use_library(CUDAKIT_FAKE_LIBCUDA);
+  }
+  void TearDown() override {
+    unsetenv("CUDAKIT_FAKE_LIBCUDA_MODE");
+    RealLoaderTest::TearDown();
+  }
+  DriverUnavailable load_failure() {
+    try {
+      driver::ensure_loaded();
+    } catch (const DriverUnavailable& e) {
+      return e;
+    }
+    ADD_FAILURE() << "the driver loaded";
+    return DriverUnavailable(DriverUnavailable::Reason::not_installed, "");
+  }
+};
+
+TEST_F(StandInDriverTest, DriverWithoutADeviceIsDriverUnavailableNoDevice) {
+  use_mode("no_device");
+  auto e = load_failure();
+  EXPECT_EQ(e.reason(), DriverUnavailable::Reason::no_device);
+  std::string m = e.what();
+  EXPECT_NE(m.find("no CUDA device: the driver (CUDA 12.8, "), std::string::npos) << m;
+  EXPECT_NE(m.find("is installed but cuInit found no GPU (CUDA_ERROR_NO_DEVICE)"), std::string::npos) << m;
+  EXPECT_THROW(Device::count(), DriverUnavailable);
+}
+
+// cuInit failing for another reason (in containers: CUDA_ERROR_OPERATING_SYSTEM,
+// CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, ...) names the code. (Naming it once
+// deadlocked: the name was asked of the driver being loaded, under the loader's lock.)
+TEST_F(StandInDriverTest, FailingCuInitNamesItsCode) {
+  use_mode("init_failed");
+  auto e = load_failure();
+  EXPECT_EQ(e.reason(), DriverUnavailable::Reason::init_failed);
+  std::string m = e.what();
+  EXPECT_NE(m.find("cuInit failed: CUDA_ERROR_OPERATING_SYSTEM: "), std::string::npos) << m;
+  EXPECT_NE(m.find("CUDA 12.8"), std::string::npos) << m;
+}
+
+TEST_F(StandInDriverTest, OldDriverIsRefusedWithBothVersions) {
+  use_mode("old");
+  auto e = load_failure();
+  EXPECT_EQ(e.reason(), DriverUnavailable::Reason::too_old);
+  std::string m = e.what();
+  EXPECT_NE(m.find("is version 11.8, older than the 12.0 that cudakit needs"), std::string::npos) << m;
+}
+
+TEST_F(StandInDriverTest, EntryTheDriverLacksIsFeatureUnavailableAndHasSaysFalse) {
+  use_mode("");
+  EXPECT_EQ(driver::version(), 12080);
+  EXPECT_FALSE(driver::has(driver::EntryId::FuncGetParamInfo));
+  try {
+    driver::cu.FuncGetParamInfo(nullptr, 0, nullptr, nullptr);
+    FAIL() << "called an entry the driver lacks";
+  } catch (const FeatureUnavailable& e) {
+    std::string m = e.what();
+    EXPECT_EQ(e.driver_version(), 12080);
+    EXPECT_NE(m.find("cuFuncGetParamInfo, which this driver (CUDA 12.8) does not have; it came with CUDA 12.4"),
+              std::string::npos)
+        << m;
+  }
+}
+
 class OldDriverTest : public testing::FakeDriverTest {
   void configure(fake::Driver& d) override { d.driver_version = 11080; }
 };

@@ -1,8 +1,13 @@
 // Errors: messages, poisoned contexts and parked errors (issue 2, point 4).
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <set>
+#include <type_traits>
+
 #include "cudakit/device.hpp"
 #include "cudakit/error.hpp"
+#include "cudakit/event.hpp"
 #include "cudakit/stream.hpp"
 #include "fake_fixture.hpp"
 
@@ -111,6 +116,195 @@ TEST_F(ErrorTest, OutOfMemoryMessageHasRequestedFreeAndTotal) {
   EXPECT_NE(m.find("1.00 GiB"), std::string::npos) << m;
   EXPECT_NE(m.find("16.00 GiB"), std::string::npos) << m;
   EXPECT_NE(m.find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos) << m;
+}
+
+// ---- poisoned contexts (DESIGN 7) ----
+
+class PoisonTest : public testing::FakeDriverTest {
+  void configure(fake::Driver& d) override { d.devices.resize(2); }
+
+ protected:
+  static constexpr CUresult sticky_code = CUDA_ERROR_ILLEGAL_ADDRESS;
+  // Poisons `s`'s device: its synchronize meets a sticky error (and the fake, like a real
+  // driver, fails every call from then on).
+  void poison(StreamRef s) {
+    fake().fail(EntryId::StreamSynchronize, 0, sticky_code);
+    EXPECT_THROW(s.synchronize(), DriverError);
+    fake().clear_faults();
+  }
+  // Calls the driver saw, leaving out cuGetErrorName/String (how errors are worded).
+  std::size_t driver_calls() {
+    std::size_t n = 0;
+    for (EntryId e : fake().log()) n += e != EntryId::GetErrorName && e != EntryId::GetErrorString;
+    return n;
+  }
+  // Runs `fn`, which must throw ContextPoisoned carrying the original error without
+  // the driver seeing a call.
+  void expect_poisoned(const char* what, const std::function<void()>& fn) {
+    std::size_t before = driver_calls();
+    try {
+      fn();
+      ADD_FAILURE() << what << ": threw nothing";
+    } catch (const ContextPoisoned& e) {
+      EXPECT_EQ(e.code(), sticky_code) << what;
+      EXPECT_EQ(e.original().call(), "cuStreamSynchronize") << what;
+      EXPECT_NE(std::string(e.what()).find("poisoned"), std::string::npos) << what << ": " << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << what << ": threw something else: " << e.what();
+    }
+    EXPECT_EQ(driver_calls(), before) << what << ": the driver was called on a poisoned device";
+  }
+};
+
+TEST_F(PoisonTest, EveryContextCallFailsBeforeTheDriverCarryingTheOriginal) {
+  Device d = Device::get(0);
+  {
+    Stream s(d), other(d);
+    Event e(d), t0(d, EventTiming::enabled), t1(d, EventTiming::enabled);
+    e.record(s);
+    t0.record(s);
+    t1.record(s);
+    Context c = Context::primary(d);
+    CUstream raw = Stream(d).release();
+    poison(s);
+
+    expect_poisoned("Stream(Device)", [&] { Stream x(d); });
+    expect_poisoned("Stream(ContextRef, priority)", [&] { Stream x(c.ref(), -1); });
+    expect_poisoned("Stream::adopt", [&] { (void)Stream::adopt(raw, 0).release(); });
+    expect_poisoned("StreamRef::query", [&] { (void)s.query(); });
+    expect_poisoned("StreamRef::synchronize", [&] { s.synchronize(); });
+    expect_poisoned("StreamRef::wait(EventRef)", [&] { other.wait(e); });
+    expect_poisoned("StreamRef::wait(StreamRef)", [&] { other.wait(s); });
+    expect_poisoned("StreamRef::priority", [&] { (void)s.priority(); });
+    expect_poisoned("StreamRef::host_callback", [&] { s.host_callback([] {}); });
+    expect_poisoned("Event(Device)", [&] { Event x(d); });
+    expect_poisoned("Event(ContextRef)", [&] { Event x(c.ref(), EventTiming::enabled); });
+    expect_poisoned("EventRef::record", [&] { e.record(other); });
+    expect_poisoned("EventRef::query", [&] { (void)e.query(); });
+    expect_poisoned("EventRef::synchronize", [&] { e.synchronize(); });
+    expect_poisoned("elapsed_time", [&] { (void)elapsed_time(t0, t1); });
+    expect_poisoned("Context::primary", [&] { Context x = Context::primary(d); });
+    expect_poisoned("Context::clone", [&] { Context x = c.clone(); });
+    expect_poisoned("Context::synchronize", [&] { c.synchronize(); });
+    expect_poisoned("ContextRef::stream_priority_range (cached)", [&] { (void)c.ref().stream_priority_range(); });
+    forget_cached_current_context();
+    expect_poisoned("ContextRef::make_current (not current)", [&] { c.make_current(); });
+    expect_poisoned("Device::primary_context", [&] { Context x = d.primary_context(); });
+    expect_poisoned("Device::memory_info", [&] { (void)d.memory_info(); });
+
+    fake().clear_sticky();  // so the objects' destructors release them
+    driver::cu.StreamDestroy(raw);
+  }
+  EXPECT_EQ(parked_error_count(), 0u);
+}
+
+TEST_F(PoisonTest, DeviceQueriesAreNotContextCallsAndCachedAnswersStillCome) {
+  Device d = Device::get(0);
+  const std::string name = d.name();
+  const int sms = d.multiprocessor_count();
+  Stream s(d);
+  poison(s);
+  std::size_t before = driver_calls();
+  EXPECT_EQ(d.name(), name);
+  EXPECT_EQ(d.multiprocessor_count(), sms);
+  EXPECT_EQ(driver_calls(), before);
+  fake().clear_sticky();
+}
+
+TEST_F(PoisonTest, PoisonIsPerDeviceAndOutlivesTheDriversAnswers) {
+  Device d0 = Device::get(0), d1 = Device::get(1);
+  Stream s0(d0);
+  poison(s0);
+  fake().clear_sticky();  // the driver answers again; the library still knows
+  expect_poisoned("Stream(Device 0)", [&] { Stream x(d0); });
+  Stream s1(d1);
+  Event e1(d1);
+  e1.record(s1);
+  s1.wait(e1);
+  EXPECT_NO_THROW(s1.synchronize());
+  EXPECT_EQ(detail::poison_of(1), nullptr);
+}
+
+TEST_F(PoisonTest, StickyErrorInADestructorPoisonsTheDevice) {
+  expect_parked_errors();
+  Device d = Device::get(0);
+  fake().fail(EntryId::StreamDestroy, 1, CUDA_ERROR_LAUNCH_FAILED);
+  { Stream doomed(d); }
+  auto parked = drain_parked_errors();
+  ASSERT_EQ(parked.size(), 1u);
+  EXPECT_EQ(parked[0].origin, "~Stream");
+  EXPECT_EQ(parked[0].code, CUDA_ERROR_LAUNCH_FAILED);
+  try {
+    Stream s(d);
+    FAIL() << "threw nothing";
+  } catch (const ContextPoisoned& e) {
+    EXPECT_EQ(e.code(), CUDA_ERROR_LAUNCH_FAILED);
+    EXPECT_EQ(e.original().call(), "cuStreamDestroy");
+  }
+  fake().clear_sticky();
+  fake().clear_faults();
+  fake().destroy_leftovers();
+}
+
+TEST_F(PoisonTest, ALaterStickyErrorDoesNotReplaceTheFirst) {
+  expect_parked_errors();
+  Device d = Device::get(0);
+  Stream s(d);
+  auto later = std::make_unique<Stream>(d);
+  poison(s);
+  fake().clear_sticky();
+  fake().fail(EntryId::StreamDestroy, 1, CUDA_ERROR_LAUNCH_FAILED);  // another sticky code, later
+  CUstream refused = later->handle();
+  later.reset();
+  auto parked = drain_parked_errors();
+  ASSERT_EQ(parked.size(), 1u);
+  EXPECT_EQ(parked[0].code, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_NE(parked[0].message.find("poisoned"), std::string::npos) << parked[0].message;
+  fake().clear_sticky();
+  fake().clear_faults();
+  expect_poisoned("Stream(Device)", [&] { Stream x(d); });
+  driver::cu.StreamDestroy(refused);
+}
+
+static_assert(std::is_nothrow_destructible_v<Stream> && std::is_nothrow_destructible_v<Event> &&
+              std::is_nothrow_destructible_v<Context>);
+
+TEST_F(PoisonTest, DestructorsOnAPoisonedDeviceNeitherThrowNorHangAndParkTheOriginal) {
+  expect_parked_errors();
+  Device d = Device::get(0);
+  {
+    Stream s(d), other(d);
+    other.wait(s);  // an event in the pool
+    Event e(d);
+    Context c = Context::primary(d);
+    poison(s);
+    // Leaving the scope destroys them while the driver fails every call.
+  }
+  detail::reset_device_states_for_testing();  // the pooled event and the library's retain
+  auto parked = drain_parked_errors();
+  std::multiset<std::string> origins;
+  for (const auto& p : parked) {
+    origins.insert(p.origin);
+    EXPECT_EQ(p.code, sticky_code) << p.message;
+    EXPECT_NE(p.message.find("poisoned"), std::string::npos) << p.message;
+    EXPECT_NE(p.message.find("cuStreamSynchronize"), std::string::npos) << "carries the original: " << p.message;
+  }
+  EXPECT_EQ(origins, (std::multiset<std::string>{"~Stream", "~Stream", "~Event", "~Context", "event pool", "reset"}));
+  // The driver refused those releases; clean the fake for the ledger check.
+  fake().clear_sticky();
+  fake().destroy_leftovers();
+  fake().primary_retains[0] = 0;
+}
+
+TEST_F(PoisonTest, HostCallbackOnAPoisonedStreamIsRefusedAndItsCallableFreed) {
+  Stream s(Device::get(0));
+  poison(s);
+  auto token = std::make_shared<int>(1);
+  int calls = fake().calls(EntryId::LaunchHostFunc);
+  expect_poisoned("host_callback", [&] { s.host_callback([token] {}); });
+  EXPECT_EQ(token.use_count(), 1) << "the callable was freed";
+  EXPECT_EQ(fake().calls(EntryId::LaunchHostFunc), calls);
+  fake().clear_sticky();
 }
 
 TEST(ErrorNames, KnownWithoutADriverAndStickyCodesMatchCudaH) {

@@ -25,14 +25,16 @@ bool intercept(EntryId id, CUresult* out) {
   d.call_log.push_back(id);
   // Error names never fail: they are how failures are reported.
   if (id == EntryId::GetErrorName || id == EntryId::GetErrorString) return false;
-  if (g_sticky != CUDA_SUCCESS) {
+  if (g_sticky != CUDA_SUCCESS && d.sticky_spares.count(id) == 0) {
     *out = g_sticky;
+    d.failed_calls.emplace_back(id, g_sticky);
     return true;
   }
   for (const Fault& f : d.faults) {
     if (f.entry == id && (f.nth == 0 || f.nth == n)) {
       *out = f.code;
       if (cudakit::is_sticky(f.code)) g_sticky = f.code;
+      d.failed_calls.emplace_back(id, f.code);
       return true;
     }
   }
@@ -97,7 +99,15 @@ void Driver::install() {
   driver::testing::install(table, driver_version);
 }
 
-void Driver::clear_sticky() { g_sticky = CUDA_SUCCESS; }
+void Driver::clear_sticky() {
+  std::lock_guard l(mutex);
+  g_sticky = CUDA_SUCCESS;
+}
+
+CUresult Driver::sticky() const {
+  std::lock_guard l(mutex);
+  return g_sticky;
+}
 
 void Driver::destroy_leftovers() {
   std::vector<CUstream> ss;

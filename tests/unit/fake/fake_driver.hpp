@@ -113,6 +113,12 @@ class Driver {
   void clear_faults() { std::lock_guard l(mutex); faults.clear(); }
   /// Ends a sticky error (a real driver never does; tests do, to clean up).
   void clear_sticky();
+  /// The sticky error every call returns now, or CUDA_SUCCESS.
+  CUresult sticky() const;
+  /// Entries a sticky error leaves working (empty: it fails every call). A real driver
+  /// still answers device queries (cuDeviceGetCount, cuDeviceGetAttribute, ...) after
+  /// one; the fault sweep spares those.
+  std::set<EntryId> sticky_spares;
   /// Destroys every stream and event still live (after a test left them behind on purpose).
   void destroy_leftovers();
 
@@ -159,6 +165,9 @@ class Driver {
   mutable std::recursive_mutex mutex;
   std::vector<Fault> faults;
   std::vector<EntryId> call_log;
+  /// Every call that returned a scripted fault or the sticky error, in order (never
+  /// cleared by clear_log: the fault sweep counts the releases that failed).
+  std::vector<std::pair<EntryId, CUresult>> failed_calls;
   int call_counts[driver::entry_count] = {};
   void* impls[driver::entry_count] = {};
   std::map<std::string, std::set<const void*>> ledger;
