@@ -8,6 +8,7 @@
 #include "cudakit/error.hpp"
 #include "detail/device_names.hpp"
 #include "detail/device_state.hpp"
+#include "detail/memory_testing.hpp"
 
 namespace cudakit {
 
@@ -69,6 +70,7 @@ CUstream service_stream(int ordinal) {
 }
 
 void reset_device_states_for_testing() {
+  reset_memory_states_for_testing();  // staging buffers and pool settings first: they use the contexts
   std::lock_guard lock(states_mutex);
   for (auto& s : states) {
     if (!s) continue;
