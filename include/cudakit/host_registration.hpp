@@ -56,7 +56,7 @@ class HostRegistration {
                          options) {}
 
   HostRegistration(HostRegistration&& other) noexcept
-      : allocation_(std::exchange(other.allocation_, nullptr)), mapped_(std::exchange(other.mapped_, 0)),
+      : mapped_(std::exchange(other.mapped_, 0)), allocation_(std::exchange(other.allocation_, nullptr)),
         bytes_(std::exchange(other.bytes_, 0)) {}
   HostRegistration& operator=(HostRegistration&& other) noexcept {
     if (this != &other) {
@@ -94,8 +94,8 @@ class HostRegistration {
   detail::Allocation* allocation() const noexcept { return allocation_; }
 
  private:
+  CUdeviceptr mapped_ = 0;  // before allocation_: the allocating initializer sets it
   detail::Allocation* allocation_ = nullptr;
-  CUdeviceptr mapped_ = 0;
   std::size_t bytes_ = 0;
 };
 

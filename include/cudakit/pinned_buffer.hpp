@@ -74,7 +74,7 @@ class PinnedBuffer {
       : allocation_(detail::allocate_pinned_memory(bytes_for(count), true, options, &mapped_)), count_(count) {}
 
   PinnedBuffer(PinnedBuffer&& other) noexcept
-      : allocation_(std::exchange(other.allocation_, nullptr)), mapped_(std::exchange(other.mapped_, 0)),
+      : mapped_(std::exchange(other.mapped_, 0)), allocation_(std::exchange(other.allocation_, nullptr)),
         count_(std::exchange(other.count_, 0)) {}
   PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
     if (this != &other) {
@@ -136,8 +136,8 @@ class PinnedBuffer {
                             std::to_string(sizeof(T)) + " bytes overflows size_t");
     return count * sizeof(T);
   }
+  CUdeviceptr mapped_ = 0;  // before allocation_: the allocating initializer sets it
   detail::Allocation* allocation_ = nullptr;
-  CUdeviceptr mapped_ = 0;
   std::size_t count_ = 0;
 };
 
