@@ -3,9 +3,9 @@
 #include "cudakit/copy.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <string>
 
 #include "cudakit/context.hpp"
@@ -78,21 +78,24 @@ void staged_download_blocking(StreamRef stream, CUdeviceptr source, void* destin
   constexpr std::size_t max_in_flight = 4;
   struct InFlight {
     StagingLease lease;
-    unsigned char* to;
-    std::size_t n;
+    unsigned char* to = nullptr;
+    std::size_t n = 0;
   };
-  std::deque<InFlight> window;
+  std::array<InFlight, max_in_flight> window;  // a ring, oldest at `head`: no allocation
+  std::size_t head = 0, count = 0;
   auto finish_oldest = [&] {
-    InFlight& f = window.front();
+    InFlight& f = window[head];
     f.lease.wait();
     note_host_access(nullptr, f.lease.host(), f.n, false, "staging buffer (emptied into pageable memory)");
     std::memcpy(f.to, f.lease.host(), f.n);
-    window.pop_front();  // the buffer goes back to the pool, idle
+    f.lease = StagingLease();  // the buffer goes back to the pool, idle
+    head = (head + 1) % max_in_flight;
+    --count;
   };
   auto* to = static_cast<unsigned char*>(destination);
   for (std::size_t done = 0; done < bytes;) {
     // While this thread holds buffers, it empties its own rather than wait for others'.
-    StagingLease lease = acquire_staging(stream.device_ordinal(), window.empty());
+    StagingLease lease = acquire_staging(stream.device_ordinal(), count == 0);
     if (!lease) {
       finish_oldest();
       continue;
@@ -101,11 +104,12 @@ void staged_download_blocking(StreamRef stream, CUdeviceptr source, void* destin
     check(cu.MemcpyDtoHAsync(lease.host(), source + done, n, stream.handle()), "cuMemcpyDtoHAsync", res);
     lease.submitted(stream.handle());
     lease.record();
-    window.push_back({std::move(lease), to + done, n});
-    if (window.size() == max_in_flight) finish_oldest();
+    window[(head + count) % max_in_flight] = InFlight{std::move(lease), to + done, n};
+    ++count;
+    if (count == max_in_flight) finish_oldest();
     done += n;
   }
-  while (!window.empty()) finish_oldest();
+  while (count != 0) finish_oldest();
 }
 
 // A stream-ordered pageable download: each chunk lands in a staging buffer, and a host

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <map>
 #include <span>
+#include <thread>
+#include <atomic>
 #include <vector>
 
 #include "memory_fixture.hpp"
@@ -390,6 +392,32 @@ TEST_F(CopyTest, PageableCopiesOnACapturingStreamAreRefused) {
   EXPECT_THROW(download(s, d, p), CaptureError) << "a blocking download cannot wait inside a capture";
   s.ref().state()->capture.store(nullptr);
   EXPECT_EQ(calls(EntryId::MemcpyHtoDAsync), 0);
+}
+
+TEST_F(CopyTest, ManyThreadsShareTheStagingBuffers) {
+  small_staging(64, 3);  // fewer buffers than threads: they wait for each other
+  constexpr int threads = 8;
+  std::vector<std::thread> pool;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      Stream s(dev());
+      for (int i = 0; i < 20; ++i) {
+        auto host = values(50 + t, t * 100 + i);
+        DeviceBuffer<float> d = upload(s, host);
+        std::vector<float> out(host.size());
+        if (i % 2) {
+          copy(s, d, out);
+          s.synchronize();
+        } else {
+          download(s, d, out);
+        }
+        if (out != host) ++wrong;
+      }
+    });
+  for (auto& th : pool) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LE(detail::staging_chunk_count(0), 3);
 }
 
 // ---- two devices ----
