@@ -8,6 +8,7 @@
 #include "cudakit/error.hpp"
 #include "detail/device_names.hpp"
 #include "detail/device_state.hpp"
+#include "detail/memory_testing.hpp"
 
 namespace cudakit {
 
@@ -89,6 +90,7 @@ CUstream service_stream(int ordinal) {
 void flush_thread_event_cache() noexcept;  // event.cpp
 
 void reset_device_states_for_testing() {
+  reset_memory_states_for_testing();  // staging buffers and pool settings first: they use the contexts
   flush_thread_event_cache();
   // Taken out under the lock, released outside it: a failed release parks an error
   // whose message names the device, which reads the states.
