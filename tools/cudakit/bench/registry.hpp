@@ -33,7 +33,7 @@ struct Context {
   Device device;
   bool quick = false;
 
-  /// The repetition plan for batches of `ops_per_batch` operations: 21 rounds after 3
+  /// The repetition plan for batches of `ops_per_batch` operations: 41 rounds after 5
   /// warm-up rounds; a quick run does 7 rounds after 1, of a quarter of the operations.
   Interleave interleave(int ops_per_batch) const;
 };

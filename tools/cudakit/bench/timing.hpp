@@ -24,8 +24,8 @@ using Batch = std::function<void(int ops)>;
 
 /// How a comparison is repeated.
 struct Interleave {
-  int rounds = 21;
-  int warmup_rounds = 3;
+  int rounds = 41;
+  int warmup_rounds = 5;
   int ops_per_batch = 1000;
   /// Runs after every batch, untimed: for example drains a stream so that each batch
   /// starts from the same state. May be empty.
