@@ -1,0 +1,245 @@
+// Launch benchmarks (issue 4): the CPU cost of submitting a kernel launch, cudakit's
+// typed launch() against cuLaunchKernel with an argument array the application built
+// up front, on kernels with 0, 2 and 8 parameters; the "tracked" variants pass
+// DeviceBuffers (tracked, always on one stream) where the raw side passes the same
+// device pointers. Target: at most 3% more than the raw call (DESIGN 1, 8).
+//
+// Both sides launch the same CUfunction (the cudakit module's, through
+// Function::handle()); each side has its own stream, drained between batches.
+//
+// "launch heap allocations" counts operator new calls per cudakit launch with the tool's
+// counting operator new (bench_allocation_counter.cpp); DESIGN 8 says none.
+#include <string>
+#include <vector>
+
+#include "bench/harness.hpp"
+#include "cudakit/cudakit.hpp"
+
+#ifdef CUDAKIT_HAVE_TEST_KERNELS
+#include "test_kernels.hpp"
+#endif
+
+namespace cudakit::tool::bench {
+/// bench_allocation_counter.cpp: heap allocations made on the calling thread so far.
+long heap_allocations_on_this_thread() noexcept;
+}  // namespace cudakit::tool::bench
+
+#ifdef CUDAKIT_HAVE_TEST_KERNELS
+namespace cudakit::tool::bench {
+namespace {
+
+using driver::EntryId;
+
+constexpr double launch_target = 1.03;
+constexpr int launches_per_batch = 2000;
+
+// One block of one thread: the GPU work is nothing, the cost is the submission.
+const LaunchConfig one_thread{1, 1};
+
+// Everything a launch benchmark needs: the module, a stream per side, a small device
+// buffer whose pointer the kernels get (they never touch it).
+struct LaunchSetup {
+  explicit LaunchSetup(const Context& c)
+      : raw_context(c.device),
+        module(Module::load(c.device, cudakit_kernels::test_fatbin())),
+        stream(c.device),
+        buffer(stream, 256, zeroed) {
+    stream.synchronize();
+  }
+  Interleave plan(const Context& c) const {
+    Interleave p = c.interleave(launches_per_batch);
+    auto synchronize = raw_entry<EntryId::StreamSynchronize>();
+    CUstream a = stream.handle(), b = raw_stream.handle();
+    p.between_batches = [synchronize, a, b] {
+      check_raw(synchronize(a), "cuStreamSynchronize");
+      check_raw(synchronize(b), "cuStreamSynchronize");
+    };
+    return p;
+  }
+  // Raw cuLaunchKernel of `function` with one thread on the raw stream.
+  void raw_launch(CUfunction function, void** params) const {
+    check_raw(launch_kernel(function, 1, 1, 1, 1, 1, 1, 0, raw_stream.handle(), params, nullptr), "cuLaunchKernel");
+  }
+
+  RawPrimaryContext raw_context;
+  Module module;
+  Stream stream;
+  RawStream raw_stream;
+  DeviceBuffer<float> buffer;
+  decltype(raw_entry<EntryId::LaunchKernel>()) launch_kernel = raw_entry<EntryId::LaunchKernel>();
+};
+
+std::vector<Result> launch_0_args(const Context& c) {
+  std::vector<Result> results;
+  {
+    LaunchSetup s(c);
+    auto kernel = s.module.kernel<void()>("empty_kernel");
+    const CUfunction f = kernel.handle();
+    const StreamRef stream = s.stream;
+    auto samples = time_host(
+        s.plan(c),
+        [&](int ops) {
+          for (int i = 0; i < ops; ++i) launch(stream, kernel, one_thread);
+        },
+        [&](int ops) {
+          for (int i = 0; i < ops; ++i) s.raw_launch(f, nullptr);
+        });
+    results.push_back(cost_result("launch, 0 args", "launch", samples, launch_target));
+  }
+  return results;
+}
+
+// increment(float* data, int n) with n = 0: two parameters, no work.
+std::vector<Result> launch_2_args(const Context& c) {
+  LaunchSetup s(c);
+  auto kernel = s.module.kernel<void(float*, int)>("increment");
+  const CUfunction f = kernel.handle();
+  const StreamRef stream = s.stream;
+  float* pointer = s.buffer.data();
+  CUdeviceptr raw_pointer = s.buffer.device_pointer();
+  int n = 0;
+  void* params[] = {&raw_pointer, &n};
+  auto samples = time_host(
+      s.plan(c),
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i) launch(stream, kernel, one_thread, pointer, 0);
+      },
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i) s.raw_launch(f, params);
+      });
+  return {cost_result("launch, 2 args", "launch", samples, launch_target)};
+}
+
+std::vector<Result> launch_2_args_tracked(const Context& c) {
+  LaunchSetup s(c);
+  auto kernel = s.module.kernel<void(float*, int)>("increment");
+  const CUfunction f = kernel.handle();
+  const StreamRef stream = s.stream;
+  DeviceBuffer<float>& buffer = s.buffer;
+  CUdeviceptr raw_pointer = s.buffer.device_pointer();
+  int n = 0;
+  void* params[] = {&raw_pointer, &n};
+  auto samples = time_host(
+      s.plan(c),
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i) launch(stream, kernel, one_thread, buffer, 0);
+      },
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i) s.raw_launch(f, params);
+      });
+  return {cost_result("launch, 2 args, tracked buffer", "launch", samples, launch_target)};
+}
+
+using Kernel8 = void(const float*, float*, int, int, float, float, long long, long long);
+
+std::vector<Result> launch_8_args(const Context& c) {
+  LaunchSetup s(c);
+  auto kernel = s.module.kernel<Kernel8>("empty_kernel_8");
+  const CUfunction f = kernel.handle();
+  const StreamRef stream = s.stream;
+  float* pointer = s.buffer.data();
+  const float* const_pointer = pointer;
+  CUdeviceptr in = s.buffer.device_pointer(), out = s.buffer.device_pointer();
+  int a = 1, b = 2;
+  float x = 1.0f, y = 2.0f;
+  long long u = 3, v = 4;
+  void* params[] = {&in, &out, &a, &b, &x, &y, &u, &v};
+  auto samples = time_host(
+      s.plan(c),
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i)
+          launch(stream, kernel, one_thread, const_pointer, pointer, 1, 2, 1.0f, 2.0f, 3LL, 4LL);
+      },
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i) s.raw_launch(f, params);
+      });
+  return {cost_result("launch, 8 args", "launch", samples, launch_target)};
+}
+
+std::vector<Result> launch_8_args_tracked(const Context& c) {
+  LaunchSetup s(c);
+  auto kernel = s.module.kernel<Kernel8>("empty_kernel_8");
+  const CUfunction f = kernel.handle();
+  const StreamRef stream = s.stream;
+  // A second buffer on the same stream: one read, one written.
+  DeviceBuffer<float> input(s.stream, 256, zeroed);
+  s.stream.synchronize();
+  const DeviceBuffer<float>& in_buffer = input;
+  DeviceBuffer<float>& out_buffer = s.buffer;
+  CUdeviceptr in = input.device_pointer(), out = s.buffer.device_pointer();
+  int a = 1, b = 2;
+  float x = 1.0f, y = 2.0f;
+  long long u = 3, v = 4;
+  void* params[] = {&in, &out, &a, &b, &x, &y, &u, &v};
+  auto samples = time_host(
+      s.plan(c),
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i)
+          launch(stream, kernel, one_thread, in_buffer, out_buffer, 1, 2, 1.0f, 2.0f, 3LL, 4LL);
+      },
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i) s.raw_launch(f, params);
+      });
+  return {cost_result("launch, 8 args, tracked buffers", "launch", samples, launch_target)};
+}
+
+// Heap allocations (operator new on this thread) per launch: cudakit's typed launches,
+// plain and tracked, and the raw launches beside them. Reported (the target is 0); a
+// cudakit launch that allocates makes the result fail.
+std::vector<Result> launch_heap_allocations(const Context& c) {
+  LaunchSetup s(c);
+  auto kernel = s.module.kernel<Kernel8>("empty_kernel_8");
+  const CUfunction f = kernel.handle();
+  const StreamRef stream = s.stream;
+  DeviceBuffer<float> input(s.stream, 256, zeroed);
+  s.stream.synchronize();
+  CUdeviceptr in = input.device_pointer(), out = s.buffer.device_pointer();
+  int a = 1, b = 2;
+  float x = 1.0f, y = 2.0f;
+  long long u = 3, v = 4;
+  void* params[] = {&in, &out, &a, &b, &x, &y, &u, &v};
+  const DeviceBuffer<float>& in_buffer = input;
+  float* pointer = s.buffer.data();
+  const int n = c.quick ? 500 : launches_per_batch;
+  // Warm up both paths first (first-use costs are not the steady state).
+  for (int i = 0; i < 10; ++i) {
+    launch(stream, kernel, one_thread, in_buffer, s.buffer, 1, 2, 1.0f, 2.0f, 3LL, 4LL);
+    s.raw_launch(f, params);
+  }
+  s.stream.synchronize();
+  const long before_cudakit = heap_allocations_on_this_thread();
+  for (int i = 0; i < n; ++i) {
+    launch(stream, kernel, one_thread, in_buffer, s.buffer, 1, 2, 1.0f, 2.0f, 3LL, 4LL);
+    launch(stream, kernel, one_thread, static_cast<const float*>(pointer), pointer, 1, 2, 1.0f, 2.0f, 3LL, 4LL);
+  }
+  const long cudakit_allocations = heap_allocations_on_this_thread() - before_cudakit;
+  const long before_raw = heap_allocations_on_this_thread();
+  for (int i = 0; i < 2 * n; ++i) s.raw_launch(f, params);
+  const long raw_allocations = heap_allocations_on_this_thread() - before_raw;
+  s.stream.synchronize();
+  check_raw(raw_entry<EntryId::StreamSynchronize>()(s.raw_stream.handle()), "cuStreamSynchronize");
+
+  Result r;
+  r.name = "heap allocations per launch (target 0)";
+  r.group = "launch";
+  r.unit = "allocations";
+  r.better = Better::lower;
+  r.target_ratio = 0;
+  r.cudakit = {static_cast<double>(cudakit_allocations) / (2.0 * n)};
+  r.raw = {static_cast<double>(raw_allocations) / (2.0 * n)};
+  if (cudakit_allocations != 0)
+    r.error = std::to_string(cudakit_allocations) + " heap allocations in " + std::to_string(2 * n) +
+              " cudakit launches (target 0)";
+  return {r};
+}
+
+CUDAKIT_BENCHMARK("launch, 0 args", "launch", QuickRun::skip, launch_0_args);
+CUDAKIT_BENCHMARK("launch, 2 args", "launch", QuickRun::include, launch_2_args);
+CUDAKIT_BENCHMARK("launch, 2 args, tracked buffer", "launch", QuickRun::skip, launch_2_args_tracked);
+CUDAKIT_BENCHMARK("launch, 8 args", "launch", QuickRun::skip, launch_8_args);
+CUDAKIT_BENCHMARK("launch, 8 args, tracked buffers", "launch", QuickRun::skip, launch_8_args_tracked);
+CUDAKIT_BENCHMARK("launch heap allocations", "launch", QuickRun::skip, launch_heap_allocations);
+
+}  // namespace
+}  // namespace cudakit::tool::bench
+#endif  // CUDAKIT_HAVE_TEST_KERNELS
