@@ -116,7 +116,11 @@ class Outputs {
     }
     std::uint64_t h = 1469598103934665603ull;
     const auto* p = reinterpret_cast<const unsigned char*>(output);
-    for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    for (std::size_t i = 0; i < bytes; i += sizeof(std::uint64_t)) {
+      std::uint64_t word;
+      std::memcpy(&word, p + i, sizeof word);
+      h = (h ^ word) * 1099511628211ull;
+    }
     std::lock_guard lock(mutex_);
     ++wrong_;
     wrong_hashes_.insert(h);

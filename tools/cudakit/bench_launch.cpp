@@ -185,7 +185,7 @@ std::vector<Result> launch_8_args_tracked(const Context& c) {
 
 // Heap allocations (operator new on this thread) per launch: cudakit's typed launches,
 // plain and tracked, and the raw launches beside them. Reported (the target is 0); a
-// cudakit launch that allocates makes the result fail.
+// cudakit launch that allocates more than the raw launch makes the result fail.
 std::vector<Result> launch_heap_allocations(const Context& c) {
   LaunchSetup s(c);
   auto kernel = s.module.kernel<Kernel8>("empty_kernel_8");
@@ -227,9 +227,11 @@ std::vector<Result> launch_heap_allocations(const Context& c) {
   r.target_ratio = 0;
   r.cudakit = {static_cast<double>(cudakit_allocations) / (2.0 * n)};
   r.raw = {static_cast<double>(raw_allocations) / (2.0 * n)};
-  if (cudakit_allocations != 0)
+  // The raw side shows what the driver itself allocates through operator new (if
+  // anything); only what cudakit adds beyond that counts against it.
+  if (cudakit_allocations > raw_allocations)
     r.error = std::to_string(cudakit_allocations) + " heap allocations in " + std::to_string(2 * n) +
-              " cudakit launches (target 0)";
+              " cudakit launches, " + std::to_string(raw_allocations) + " in as many raw launches (target 0)";
   return {r};
 }
 
