@@ -1,8 +1,11 @@
 #include "cudakit/device_buffer.hpp"
 
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/device.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "detail/capture_state.hpp"
+#include "detail/deferred.hpp"
 #include "detail/device_state.hpp"
 
 namespace cudakit::detail {
@@ -24,15 +27,32 @@ namespace {
 
 Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator) {
   stream.require_handle(allocator == Allocator::pool ? "cuMemAllocAsync" : "cuMemAlloc");
+  run_deferred_tasks_if_any();  // a safe point: frees graphs let go of (graph.hpp)
   if (bytes == 0) return nullptr;
   int device = stream.device_ordinal();
   const char* call = allocator == Allocator::pool ? "cuMemAllocAsync" : "cuMemAlloc";
   Resource res = Resource::of_device(device);
   check_not_poisoned(call, res);
+  if (active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    // DESIGN 6: an allocation inside a capture would happen once, when captured, not at
+    // each launch (a graph memory node would, but its memory is the graph's, not a
+    // buffer's), so cudakit refuses it.
+    if (stream_state_of(stream)->capture.load(std::memory_order_acquire) != nullptr)
+      throw CaptureError(std::string(call) + " on " +
+                         describe(Resource::of(ResourceKind::stream, stream.handle(), device)) +
+                         " refused: the stream is capturing, and a buffer allocated inside a capture would be "
+                         "allocated once, not at each launch of the graph; allocate it before the capture begins "
+                         "(and fill it inside the capture if each launch needs it cleared)");
+  }
   ContextRef(library_context(device), device).make_current();
   CUdeviceptr pointer = 0;
-  CUresult r = allocator == Allocator::pool ? cu.MemAllocAsync(&pointer, bytes, stream.handle())
-                                            : cu.MemAlloc(&pointer, bytes);
+  CUresult r = CUDA_SUCCESS;
+  if (allocator == Allocator::pool) {
+    r = cu.MemAllocAsync(&pointer, bytes, stream.handle());
+  } else {
+    CaptureTolerantScope tolerant;  // cuMemAlloc is not stream-ordered: safe beside a capture
+    r = cu.MemAlloc(&pointer, bytes);
+  }
   if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_out_of_memory(call, device, bytes);
   check(r, call, res);
   Allocation* a = Allocation::create(pointer, bytes, device,

@@ -10,3 +10,7 @@
 #include "cudakit/device_buffer.hpp"
 #include "cudakit/device_span.hpp"
 #include "cudakit/tracking.hpp"
+#include "cudakit/packed_arguments.hpp"
+#include "cudakit/graph.hpp"
+#include "cudakit/graph_exec.hpp"
+#include "cudakit/capture.hpp"

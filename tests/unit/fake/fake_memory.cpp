@@ -71,6 +71,7 @@ bool valid_range(CUdeviceptr p, std::size_t bytes) {
 
 CUresult MemAlloc(CUdeviceptr* out, size_t bytes) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("cuMemAlloc")) return r;
   int d = current_device();
   if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
   if (!out) return CUDA_ERROR_INVALID_VALUE;
@@ -79,6 +80,7 @@ CUresult MemAlloc(CUdeviceptr* out, size_t bytes) {
 
 CUresult MemFree(CUdeviceptr p) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("cuMemFree")) return r;
   auto base = static_cast<std::uintptr_t>(p);
   // Synchronous free: the host must already know every access completed.
   if (auto it = D().allocations.find(base); it != D().allocations.end())
@@ -86,9 +88,17 @@ CUresult MemFree(CUdeviceptr p) {
   return free_memory(base, false);
 }
 
+// Graph memory nodes (stream-ordered allocation inside a capture) are not modelled.
+CUresult refuse_graph_memory(CUstream s, const char* what) {
+  if (!D().stream(s)->capturing) return CUDA_SUCCESS;
+  D().problems.push_back(std::string("fake: ") + what + " on a capturing stream (graph memory nodes are not modelled)");
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 CUresult MemAllocAsync(CUdeviceptr* out, size_t bytes, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
+  if (CUresult r = refuse_graph_memory(s, "cuMemAllocAsync")) return r;
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = allocate(out, bytes, D().stream(s)->device, true, false);
   if (r == CUDA_SUCCESS) {
@@ -101,6 +111,7 @@ CUresult MemAllocAsync(CUdeviceptr* out, size_t bytes, CUstream s) {
 CUresult MemFreeAsync(CUdeviceptr p, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
+  if (CUresult r = refuse_graph_memory(s, "cuMemFreeAsync")) return r;
   auto base = static_cast<std::uintptr_t>(p);
   auto it = D().allocations.find(base);
   if (it == D().allocations.end()) return CUDA_ERROR_INVALID_VALUE;
@@ -113,6 +124,7 @@ CUresult MemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
   if (!valid_range(p, n)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMSET, "cuMemsetD8Async", [=](CUstream on) { return MemsetD8Async(p, v, n, on); }, &r)) return r;
   D().tick(s);
   D().access(s, static_cast<std::uintptr_t>(p), n, true, "cuMemsetD8Async");
   std::memset(reinterpret_cast<void*>(p), v, n);
@@ -123,6 +135,7 @@ CUresult MemsetD16Async(CUdeviceptr p, unsigned short v, size_t n, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
   if (p % 2 || !valid_range(p, n * 2)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMSET, "cuMemsetD16Async", [=](CUstream on) { return MemsetD16Async(p, v, n, on); }, &r)) return r;
   D().tick(s);
   D().access(s, static_cast<std::uintptr_t>(p), n * 2, true, "cuMemsetD16Async");
   auto* d = reinterpret_cast<unsigned short*>(p);
@@ -134,6 +147,7 @@ CUresult MemsetD32Async(CUdeviceptr p, unsigned v, size_t n, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
   if (p % 4 || !valid_range(p, n * 4)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMSET, "cuMemsetD32Async", [=](CUstream on) { return MemsetD32Async(p, v, n, on); }, &r)) return r;
   D().tick(s);
   D().access(s, static_cast<std::uintptr_t>(p), n * 4, true, "cuMemsetD32Async");
   auto* d = reinterpret_cast<unsigned*>(p);
@@ -145,6 +159,7 @@ CUresult MemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
   if (!valid_range(dst, n) || !valid_range(src, n)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMCPY, "cuMemcpyDtoDAsync", [=](CUstream on) { return MemcpyDtoDAsync(dst, src, n, on); }, &r)) return r;
   D().tick(s);
   D().access(s, static_cast<std::uintptr_t>(src), n, false, "cuMemcpyDtoDAsync (source)");
   D().access(s, static_cast<std::uintptr_t>(dst), n, true, "cuMemcpyDtoDAsync (destination)");
@@ -156,6 +171,7 @@ CUresult MemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s)
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
   if (!valid_range(dst, n) || !src) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMCPY, "cuMemcpyHtoDAsync", [=](CUstream on) { return MemcpyHtoDAsync(dst, src, n, on); }, &r)) return r;
   D().tick(s);
   D().access(s, static_cast<std::uintptr_t>(dst), n, true, "cuMemcpyHtoDAsync");
   std::memcpy(reinterpret_cast<void*>(dst), src, n);
@@ -166,6 +182,7 @@ CUresult MemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
   if (!valid_range(src, n) || !dst) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMCPY, "cuMemcpyDtoHAsync", [=](CUstream on) { return MemcpyDtoHAsync(dst, src, n, on); }, &r)) return r;
   D().tick(s);
   D().access(s, static_cast<std::uintptr_t>(src), n, false, "cuMemcpyDtoHAsync");
   std::memcpy(dst, reinterpret_cast<void*>(src), n);
