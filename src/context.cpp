@@ -52,6 +52,7 @@ Context Context::primary(Device device) {
   Resource res = Resource::of_device(device.ordinal());
   check_not_poisoned("cuDevicePrimaryCtxRetain", res);
   CUcontext context = nullptr;
+  detail::CaptureTolerantScope tolerant;  // retaining beside a capture leaves it valid (DESIGN 6)
   check(cu.DevicePrimaryCtxRetain(&context, device.handle()), "cuDevicePrimaryCtxRetain", res);
   return Context(ContextRef(context, device.ordinal()));
 }

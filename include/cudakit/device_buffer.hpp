@@ -12,6 +12,11 @@
 // Out of memory throws OutOfMemory with the bytes asked for and the free and total
 // memory; the process goes on.
 //
+// Inside a capture (capture.hpp): allocating on a stream that a cudakit capture is
+// capturing throws CaptureError (it would happen once, not at each launch of the graph:
+// allocate before the capture). Allocating on another stream is fine, and a buffer freed
+// while its thread captures is freed when the capture ends.
+//
 // Thread safety: one thread at a time mutates a buffer (like a standard container);
 // several threads may read one buffer concurrently on their own streams (weights,
 // tables): those reads take no lock once each stream has waited for the last write.

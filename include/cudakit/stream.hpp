@@ -83,7 +83,8 @@ class StreamRef {
 
   /// Runs `fn` on a driver thread once the work before it completes; later work waits
   /// for it. `fn` must not call CUDA. An exception it throws is caught and parked
-  /// (error.hpp: drain_parked_errors), never lost and never fatal.
+  /// (error.hpp: drain_parked_errors), never lost and never fatal. On a stream a cudakit
+  /// capture is capturing, the graph owns `fn` and runs it at every launch.
   template <class F>
   void host_callback(F&& fn) const {
     require_handle("cuLaunchHostFunc");

@@ -396,6 +396,52 @@ TEST_F(CaptureTest, HostCallbackInsideACaptureIsOwnedByTheGraphAndRunsAtEveryLau
   EXPECT_EQ(counter.use_count(), 1) << "released with the graph";
 }
 
+TEST_F(CaptureTest, ConcurrentCapturesOnTwoThreadsShareAReadOnlyBuffer) {
+  Stream upload(dev());
+  DeviceBuffer<float> weights(upload, 64, zeroed);
+  fill(weights, upload, 2.0f);
+  constexpr int workers = 4;
+  std::vector<Stream> streams;
+  std::vector<DeviceBuffer<float>> outputs;
+  for (int t = 0; t < workers; ++t) {
+    streams.emplace_back(dev());
+    outputs.emplace_back(streams.back(), 64, zeroed);
+  }
+  std::vector<std::optional<Graph>> graphs(workers);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < workers; ++t)
+    pool.emplace_back([&, t] {
+      graphs[t] = capture(streams[t], [&] {
+        for (int k = 0; k < 20; ++k) copy(outputs[t], weights, streams[t]);
+      });
+    });
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < workers; ++t) {
+    ASSERT_TRUE(graphs[t].has_value());
+    EXPECT_EQ(graphs[t]->node_count(), 20u);
+    GraphExec exec = graphs[t]->instantiate();
+    exec.launch(streams[t]);
+    streams[t].synchronize();
+    EXPECT_EQ(at(outputs[t], 0), 2.0f);
+  }
+  EXPECT_EQ(detail::active_captures.load(), 0);
+}
+
+TEST_F(CaptureTest, ManualOrderingInsideACaptureStillKeepsBuffersAlive) {
+  Stream s(dev());
+  auto x = std::make_unique<DeviceBuffer<float>>(s, 64, zeroed);
+  std::optional<Graph> g;
+  {
+    ManualOrdering manual;
+    g = capture(s, [&] { fill(*x, s, 1.0f); });
+  }
+  x.reset();
+  EXPECT_EQ(fake().live("device memory"), 1u) << "lifetimes are never manual";
+  g.reset();
+  run_deferred_releases();
+  EXPECT_EQ(fake().live("device memory"), 0u);
+}
+
 TEST_F(CaptureTest, HostCallbackOnAStreamCapturedOutsideCudakitIsRefused) {
   Stream s(dev());
   ASSERT_EQ(driver::cu.StreamBeginCapture(s.handle(), CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
