@@ -22,6 +22,7 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "cudakit/kernel.hpp"
 #include "detail/capture_state.hpp"
 #include "detail/deferred.hpp"
 #include "detail/device_state.hpp"
@@ -178,6 +179,15 @@ void capture_use(void* capture, Allocation* allocation, StreamRef stream, Access
     if (r != s) order_after(s->handle, r->handle, r->device);
   o.readers.clear();
   o.writer = s;
+}
+
+void note_launch_in_capture(StreamRef stream, const Function& function) {
+  StreamState* s = stream_state_of(stream);
+  auto* c = static_cast<CaptureState*>(s->capture.load(std::memory_order_acquire));
+  if (c == nullptr) return;
+  if (s->capture_owner.load(std::memory_order_acquire) != std::this_thread::get_id())
+    refuse_submission_from_other_thread(s, ("a launch of kernel '" + function.name() + "'").c_str());
+  c->resources->keep(std::make_shared<const Function>(function));
 }
 
 // ---- joins ----

@@ -20,12 +20,6 @@ namespace cudakit {
 
 using driver::cu;
 
-namespace detail {
-/// Checks a packed argument list against the kernel's parameter info, where this driver
-/// has cuFuncGetParamInfo (DESIGN 10). `call` names the operation for the message.
-void check_kernel_arguments(CUfunction function, const PackedArguments& arguments, const char* call);
-}  // namespace detail
-
 namespace {
 
 Resource graph_resource(CUgraph g, int device) { return Resource::of(ResourceKind::graph, g, device); }
@@ -38,32 +32,28 @@ CUcontext context_of(int device) {
 
 }  // namespace
 
-namespace detail {
-
-void check_kernel_arguments(CUfunction function, const PackedArguments& arguments, const char* call) {
-  if (function == nullptr) throw InvalidArgument(std::string(call) + ": the kernel function is null");
+// A raw kernel's arguments against its parameter info, where this driver has
+// cuFuncGetParamInfo and knows the function (DESIGN 10).
+void detail::check_raw_arguments(CUfunction function, const std::size_t* sizes, std::size_t count) {
   if (!driver::has(driver::EntryId::FuncGetParamInfo)) return;
-  for (std::size_t i = 0; i <= arguments.size(); ++i) {
+  for (std::size_t i = 0; i <= count; ++i) {
     std::size_t offset = 0, size = 0;
     CUresult r = cu.FuncGetParamInfo(function, i, &offset, &size);
-    if (i == arguments.size()) {
+    if (i == count) {
       if (r == CUDA_SUCCESS)
-        throw InvalidArgument(std::string(call) + ": the kernel takes more than the " +
-                              std::to_string(arguments.size()) + " argument(s) given");
+        throw InvalidArgument("add_kernel: the kernel takes more than the " + std::to_string(count) +
+                              " argument(s) given");
       return;
     }
     if (r == CUDA_ERROR_INVALID_VALUE)
-      throw InvalidArgument(std::string(call) + ": the kernel takes " + std::to_string(i) + " argument(s), " +
-                            std::to_string(arguments.size()) + " were given");
-    if (r != CUDA_SUCCESS) return;  // this driver cannot tell us: leave the check to the launch
-    if (size != arguments.size_of(i))
-      throw InvalidArgument(std::string(call) + ": argument " + std::to_string(i) + " of the kernel is " +
-                            std::to_string(size) + " bytes, the value given is " +
-                            std::to_string(arguments.size_of(i)) + " bytes");
+      throw InvalidArgument("add_kernel: the kernel takes " + std::to_string(i) + " argument(s), " +
+                            std::to_string(count) + " were given");
+    if (r != CUDA_SUCCESS) return;  // this driver cannot tell: the driver checks at instantiation
+    if (size != sizes[i])
+      throw InvalidArgument("add_kernel: argument " + std::to_string(i + 1) + " of the kernel is " +
+                            std::to_string(size) + " bytes, the value given is " + std::to_string(sizes[i]) + " bytes");
   }
 }
-
-}  // namespace detail
 
 // ---- GraphNode ----
 
@@ -144,27 +134,80 @@ GraphNode GraphRef::add_empty(const Dependencies& after) const {
   return GraphNode(node);
 }
 
-GraphNode GraphRef::add_kernel(const KernelNodeConfig& kernel, const PackedArguments& arguments,
-                               const Dependencies& after) const {
+GraphNode GraphRef::add_kernel_node(const Function* function, CUfunction raw, const LaunchConfig& config,
+                                    void** params, const detail::BufferUse* uses, std::size_t count,
+                                    const std::size_t* sizes, const Dependencies& after) const {
   require_handle("cuGraphAddKernelNode");
-  detail::check_kernel_arguments(kernel.function, arguments, "add_kernel");
+  CUfunction handle = function != nullptr ? function->handle() : raw;
+  if (handle == nullptr) throw InvalidArgument("add_kernel: the kernel is empty (a null function)");
+  if (function != nullptr && function->device_ordinal() != device_)
+    throw InvalidArgument("add_kernel: kernel '" + function->name() + "' is loaded on device " +
+                          std::to_string(function->device_ordinal()) + ", the graph belongs to device " +
+                          std::to_string(device_));
+  if (config.has_attributes())
+    throw InvalidArgument("add_kernel: a kernel node takes a grid, a block and dynamic shared memory; launch "
+                          "attributes (clusters, cooperative launches, priorities, programmatic dependent launch) are "
+                          "not supported in explicit nodes: capture such a launch instead");
+  if (config.shared_memory_bytes > 0xffffffffu) throw InvalidArgument("add_kernel: dynamic shared memory too large");
+  for (std::size_t i = 0; i < count; ++i)
+    if (uses[i].allocation != nullptr && uses[i].allocation->device != device_)
+      throw InvalidArgument("add_kernel: argument " + std::to_string(i + 1) + " is a buffer on device " +
+                            std::to_string(uses[i].allocation->device) + ", the graph belongs to device " +
+                            std::to_string(device_));
+  if (function == nullptr && sizes != nullptr) detail::check_raw_arguments(handle, sizes, count);
   Resource res = graph_resource(handle_, device_);
   check_not_poisoned("cuGraphAddKernelNode", res);
   context_of(device_);
-  resources_->add_uses(arguments.buffers());  // before the node exists: never a node without its buffers
+  // The node's buffers and module are kept before the node exists: never a node without them.
+  for (std::size_t i = 0; i < count; ++i) resources_->add_use(uses[i].allocation, uses[i].access);
+  if (function != nullptr) resources_->keep(std::make_shared<const Function>(*function));
   CUDA_KERNEL_NODE_PARAMS p{};
-  p.func = kernel.function;
-  p.gridDimX = kernel.grid[0];
-  p.gridDimY = kernel.grid[1];
-  p.gridDimZ = kernel.grid[2];
-  p.blockDimX = kernel.block[0];
-  p.blockDimY = kernel.block[1];
-  p.blockDimZ = kernel.block[2];
-  p.sharedMemBytes = kernel.shared_memory_bytes;
-  p.kernelParams = arguments.pointers();
+  p.func = handle;
+  p.gridDimX = config.grid.x;
+  p.gridDimY = config.grid.y;
+  p.gridDimZ = config.grid.z;
+  p.blockDimX = config.block.x;
+  p.blockDimY = config.block.y;
+  p.blockDimZ = config.block.z;
+  p.sharedMemBytes = static_cast<unsigned>(config.shared_memory_bytes);
+  p.kernelParams = count == 0 ? nullptr : params;
   CUgraphNode node = nullptr;
   check(cu.GraphAddKernelNode(&node, handle_, after.data(), after.size(), &p), "cuGraphAddKernelNode", res);
   return GraphNode(node);
+}
+
+namespace {
+struct UntypedArguments {
+  std::vector<void*> pointers;
+  std::vector<detail::BufferUse> uses;
+  std::vector<std::size_t> sizes;
+  explicit UntypedArguments(const KernelArgs& args) {
+    const auto& entries = args.entries();
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      pointers.push_back(args.value_pointer(i));
+      uses.push_back({entries[i].allocation, entries[i].access});
+      sizes.push_back(entries[i].size);
+    }
+  }
+};
+}  // namespace
+
+GraphNode GraphRef::add_kernel(const Function& function, const LaunchConfig& config, const KernelArgs& args,
+                               const Dependencies& after) const {
+  UntypedArguments a(args);
+  detail::check_untyped_arguments(function.state(), a.sizes);
+  return add_kernel_node(&function, nullptr, config, a.pointers.data(), a.uses.data(), a.pointers.size(), nullptr,
+                         after);
+}
+
+GraphNode GraphRef::add_kernel(const RawKernelNode& kernel, const KernelArgs& args, const Dependencies& after) const {
+  UntypedArguments a(args);
+  LaunchConfig config;
+  config.grid = kernel.grid;
+  config.block = kernel.block;
+  config.shared_memory_bytes = kernel.shared_memory_bytes;
+  return add_kernel_node(nullptr, kernel.function, config, a.pointers.data(), a.uses.data(), a.pointers.size(),
+                         a.sizes.data(), after);
 }
 
 GraphNode GraphRef::add_copy_node(CUdeviceptr destination, detail::Allocation* destination_allocation,

@@ -17,10 +17,9 @@
 namespace cudakit {
 
 using driver::cu;
+using detail::BufferUse;
 
 namespace detail {
-
-void check_kernel_arguments(CUfunction function, const PackedArguments& arguments, const char* call);  // graph.cpp
 
 struct ExecState {
   CUgraphExec handle = nullptr;
@@ -238,6 +237,7 @@ void GraphExec::launch(StreamRef stream) {
                          " refused: the stream is capturing; embed the Graph in the capture's graph with add_child, "
                          "or capture the work itself");
   }
+  ContextRef(detail::library_context(s.device), s.device).make_current();  // a thread-local compare (DESIGN 8)
   // Launch-time tracking (DESIGN 6): the replay is ordered after earlier uses of its
   // buffers on other streams, and later uses elsewhere are ordered after the replay.
   for (const BufferUse& u : s.uses) u.allocation->use(stream, u.access);
@@ -298,7 +298,8 @@ void GraphExec::update(const Graph& graph) {
   s.node_count = nodes;
 }
 
-void GraphExec::update_kernel_arguments(GraphNode node, const PackedArguments& arguments) {
+void GraphExec::update_kernel_node(GraphNode node, CUfunction expected, void** params, const BufferUse* uses,
+                                   std::size_t count, const std::size_t* sizes) {
   detail::ExecState& s = checked("cuGraphExecKernelNodeSetParams");
   if (!node) detail::throw_empty_handle("GraphNode");
   ExclusiveUse exclusive(s, "cuGraphExecKernelNodeSetParams");
@@ -306,14 +307,37 @@ void GraphExec::update_kernel_arguments(GraphNode node, const PackedArguments& a
   check_not_poisoned("cuGraphExecKernelNodeSetParams", res);
   CUDA_KERNEL_NODE_PARAMS p{};
   check(cu.GraphKernelNodeGetParams(node.handle(), &p), "cuGraphKernelNodeGetParams", res);
-  detail::check_kernel_arguments(p.func, arguments, "update_kernel_arguments");
+  if (expected != nullptr && p.func != expected)
+    throw InvalidArgument("update_kernel_arguments: " + node_words(node.handle()) +
+                          " launches another kernel than the one whose arguments were given");
+  if (sizes != nullptr) detail::check_raw_arguments(p.func, sizes, count);
+  for (std::size_t i = 0; i < count; ++i)
+    if (uses[i].allocation != nullptr && uses[i].allocation->device != s.device)
+      throw InvalidArgument("update_kernel_arguments: argument " + std::to_string(i + 1) + " is a buffer on device " +
+                            std::to_string(uses[i].allocation->device) + ", the executable runs on device " +
+                            std::to_string(s.device));
   if (s.own == nullptr) s.own = new detail::GraphResources(s.device);
-  s.own->add_uses(arguments.buffers());  // before the driver sees them: never a node without its buffers
-  p.kernelParams = arguments.pointers();
+  // Kept before the driver sees them: never a node without its buffers.
+  for (std::size_t i = 0; i < count; ++i) s.own->add_use(uses[i].allocation, uses[i].access);
+  p.kernelParams = count == 0 ? nullptr : params;
   p.extra = nullptr;
   ContextRef(detail::library_context(s.device), s.device).make_current();
   check(cu.GraphExecKernelNodeSetParams(s.handle, node.handle(), &p), "cuGraphExecKernelNodeSetParams", res);
-  for (const BufferUse& u : arguments.buffers()) add_launch_use(s.uses, u);
+  for (std::size_t i = 0; i < count; ++i)
+    if (uses[i].allocation != nullptr) add_launch_use(s.uses, uses[i]);
+}
+
+void GraphExec::update_kernel_arguments(GraphNode node, const KernelArgs& args) {
+  std::vector<void*> pointers;
+  std::vector<BufferUse> uses;
+  std::vector<std::size_t> sizes;
+  const auto& entries = args.entries();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    pointers.push_back(args.value_pointer(i));
+    uses.push_back({entries[i].allocation, entries[i].access});
+    sizes.push_back(entries[i].size);
+  }
+  update_kernel_node(node, nullptr, pointers.data(), uses.data(), entries.size(), sizes.data());
 }
 
 void GraphExec::reset() noexcept {

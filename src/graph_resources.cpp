@@ -83,6 +83,7 @@ void GraphResources::release() noexcept {
 GraphResources::~GraphResources() {
   for (const BufferUse& u : uses_) u.allocation->release();
   callbacks_.clear();
+  kept_.clear();
   for (GraphResources* child : children_) child->release();
 }
 
@@ -119,6 +120,11 @@ void GraphResources::add_child(GraphResources* child) {
     children_.push_back(child);
   }
   add_uses(uses);
+}
+
+void GraphResources::keep(std::shared_ptr<const void> object) {
+  std::lock_guard lock(mutex_);
+  kept_.push_back(std::move(object));
 }
 
 std::vector<BufferUse> GraphResources::uses() const {

@@ -5,12 +5,16 @@
 //
 //   cudakit::Graph g(device);
 //   auto fill = g.add_fill(y.span(), 0.0f);
-//   auto run  = g.add_kernel({saxpy, {blocks, 1, 1}, {256, 1, 1}}, PackedArguments(2.0f, x_const, y, n), {fill});
+//   auto run  = g.add_kernel({fill}, saxpy, LaunchConfig{grid_for(n, 256), 256}, 2.0f, x, y, n);
 //   auto done = g.add_host([&] { ++replays; }, {run});
 //   cudakit::GraphExec exec = g.instantiate();     // graph_exec.hpp
 //
-// Lifetimes: a graph keeps alive every buffer its nodes touch and every callable its host
-// nodes run (DESIGN 4). They are held through a CUDA user object the graph owns, so the
+// A typed kernel node binds its arguments exactly as launch() does (compile-time checks;
+// `const T*` parameters read their buffer, `T*` parameters write it); an untyped one takes
+// a Function and a KernelArgs list, checked against the kernel's parameter info.
+//
+// Lifetimes: a graph keeps alive every buffer its nodes touch, the module of every kernel
+// it launches and every callable its host nodes run (DESIGN 4). They are held through a CUDA user object the graph owns, so the
 // driver lets go of them only once the graph and every executable made from it are
 // destroyed and their launches have completed; cudakit then frees them at its next safe
 // point (run_deferred_releases). Host memory given to host copies and events given to
@@ -25,7 +29,7 @@
 
 #include <cuda.h>
 
-#include <array>
+#include <tuple>
 #include <cstddef>
 #include <cstring>
 #include <initializer_list>
@@ -39,8 +43,12 @@
 #include "cudakit/device.hpp"
 #include "cudakit/device_span.hpp"
 #include "cudakit/event.hpp"
-#include "cudakit/packed_arguments.hpp"
+#include "cudakit/kernel.hpp"
+#include "cudakit/kernel_args.hpp"
+#include "cudakit/launch.hpp"
+#include "cudakit/launch_config.hpp"
 #include "cudakit/stream.hpp"
+#include "cudakit/tracking.hpp"
 
 namespace cudakit {
 
@@ -50,6 +58,44 @@ struct InstantiateOptions;
 namespace detail {
 class GraphResources;
 struct GraphCore;
+
+/// One buffer a piece of graph work touches, and how.
+struct BufferUse {
+  Allocation* allocation = nullptr;
+  Access access = Access::read;
+};
+
+/// A typed argument's buffer use, as a launch would declare it (none for a value).
+template <Binding B, class Arg>
+BufferUse buffer_use_of(const Arg& arg) {
+  if constexpr (is_buffer_binding(B)) return {arg.allocation(), B == Binding::buffer_write ? Access::write : Access::read};
+  else return {};
+}
+
+/// Typed kernel arguments bound for a graph node: the values (as the parameters), a
+/// pointer to each, and the buffer uses.
+template <class... Params>
+struct BoundNodeArguments {
+  std::tuple<Params...> values;
+  void* pointers[sizeof...(Params) + 1] = {};
+  BufferUse uses[sizeof...(Params) + 1] = {};
+
+  template <class... Args, std::size_t... I>
+  BoundNodeArguments(std::index_sequence<I...>, Args&... args)
+      : values{bind_argument<binding<Params, Args>(), Params>(args)...},
+        pointers{static_cast<void*>(&std::get<I>(values))...},
+        uses{buffer_use_of<binding<Params, Args>()>(args)...} {}
+  BoundNodeArguments(const BoundNodeArguments&) = delete;
+  BoundNodeArguments& operator=(const BoundNodeArguments&) = delete;
+};
+
+template <class... Params, class... Args>
+constexpr bool node_arguments_bind(type_list<Params...>, type_list<Args...>) {
+  static_assert(sizeof...(Args) == sizeof...(Params),
+                "kernel node: the number of arguments differs from the number of the kernel's parameters");
+  if constexpr (sizeof...(Args) != sizeof...(Params)) return false;
+  else return check_arguments(std::index_sequence_for<Params...>{}, type_list<Params...>{}, type_list<Args...>{});
+}
 }  // namespace detail
 
 /// One node of a graph (a non-owning handle; its graph owns it).
@@ -85,12 +131,12 @@ class Dependencies {
   std::vector<CUgraphNode> nodes_;
 };
 
-/// What a kernel node launches, and its shape. (TODO(launch): an overload taking a typed
-/// kernel and LaunchConfig once the launch layer is merged.)
-struct KernelNodeConfig {
+/// A kernel node from a raw CUfunction (one cudakit did not load): what it launches and
+/// its shape. The graph cannot keep its module loaded: that is the caller's part.
+struct RawKernelNode {
   CUfunction function = nullptr;
-  std::array<unsigned, 3> grid{1, 1, 1};
-  std::array<unsigned, 3> block{1, 1, 1};
+  Dim3 grid;
+  Dim3 block;
   unsigned shared_memory_bytes = 0;
 };
 
@@ -137,9 +183,31 @@ class GraphRef {
 
   /// A node that does nothing: a join point for dependencies.
   GraphNode add_empty(const Dependencies& after = {}) const;
-  /// A kernel node; the arguments' buffers are kept alive and tracked (packed_arguments.hpp).
-  GraphNode add_kernel(const KernelNodeConfig& kernel, const PackedArguments& arguments,
+  /// A typed kernel node: `args` bind to the kernel's parameters as in launch() (checked
+  /// at compile time); the buffers are kept alive and tracked, the kernel's module stays
+  /// loaded. Configurations with launch attributes (clusters, cooperative, priority,
+  /// programmatic dependent launch) are refused: capture such launches instead.
+  template <class... Params, class... Args>
+  GraphNode add_kernel(const Dependencies& after, const Kernel<void(Params...)>& kernel, const LaunchConfig& config,
+                       Args&&... args) const {
+    if constexpr (detail::node_arguments_bind(detail::type_list<Params...>{}, detail::type_list<Args...>{})) {
+      detail::BoundNodeArguments<Params...> bound(std::index_sequence_for<Params...>{}, args...);
+      return add_kernel_node(&kernel, nullptr, config, bound.pointers, bound.uses, sizeof...(Params), nullptr, after);
+    } else {
+      return {};
+    }
+  }
+  /// The same, depending on nothing.
+  template <class... Params, class... Args>
+  GraphNode add_kernel(const Kernel<void(Params...)>& kernel, const LaunchConfig& config, Args&&... args) const {
+    return add_kernel(Dependencies{}, kernel, config, std::forward<Args>(args)...);
+  }
+  /// An untyped kernel node: the list is checked against the kernel's parameter info
+  /// (count and sizes, CUDA 12.4+); buffers are tracked as the list says.
+  GraphNode add_kernel(const Function& function, const LaunchConfig& config, const KernelArgs& args,
                        const Dependencies& after = {}) const;
+  /// A kernel node from a raw CUfunction; the list's buffers are kept alive and tracked.
+  GraphNode add_kernel(const RawKernelNode& kernel, const KernelArgs& args, const Dependencies& after = {}) const;
   /// A device-to-device copy node. The extents must match.
   template <class T>
   GraphNode add_copy(DeviceSpan<T> destination, std::type_identity_t<DeviceSpan<const T>> source,
@@ -224,6 +292,11 @@ class GraphRef {
 
  private:
   static void check_same_size(std::size_t destination, std::size_t source, const char* call);
+  // `function` (may be null for a raw node) is kept alive; `config` is checked for what a
+  // node can hold; `sizes` (may be null) are checked against the parameter info.
+  GraphNode add_kernel_node(const Function* function, CUfunction raw, const LaunchConfig& config, void** params,
+                            const detail::BufferUse* uses, std::size_t count, const std::size_t* sizes,
+                            const Dependencies& after) const;
   GraphNode add_copy_node(CUdeviceptr destination, detail::Allocation* destination_allocation, CUdeviceptr source,
                           detail::Allocation* source_allocation, const void* host_source, void* host_destination,
                           std::size_t bytes, const Dependencies& after) const;

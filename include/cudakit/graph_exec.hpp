@@ -35,7 +35,8 @@
 #include <vector>
 
 #include "cudakit/graph.hpp"
-#include "cudakit/packed_arguments.hpp"
+#include "cudakit/kernel.hpp"
+#include "cudakit/kernel_args.hpp"
 #include "cudakit/stream.hpp"
 
 namespace cudakit {
@@ -101,10 +102,23 @@ class GraphExec {
 
   /// Replaces the arguments of kernel node `node` (a node of the graph this executable
   /// was instantiated from) for later launches (cuGraphExecKernelNodeSetParams). The
-  /// kernel and launch shape stay; the new arguments' buffers are kept alive and tracked.
-  void update_kernel_arguments(GraphNode node, const PackedArguments& arguments);
+  /// kernel and launch shape stay; the new arguments' buffers are kept alive (until the
+  /// executable is destroyed and its last launch completed) and tracked at each launch.
+  /// `args` bind to `kernel`'s parameters as in launch(); `kernel` must be the node's.
+  template <class... Params, class... Args>
+  void update_kernel_arguments(GraphNode node, const Kernel<void(Params...)>& kernel, Args&&... args) {
+    if constexpr (detail::node_arguments_bind(detail::type_list<Params...>{}, detail::type_list<Args...>{})) {
+      detail::BoundNodeArguments<Params...> bound(std::index_sequence_for<Params...>{}, args...);
+      update_kernel_node(node, kernel.handle(), bound.pointers, bound.uses, sizeof...(Params), nullptr);
+    }
+  }
+  /// The same with an untyped list, checked against the kernel's parameter info where the
+  /// driver has it (count and sizes).
+  void update_kernel_arguments(GraphNode node, const KernelArgs& args);
 
  private:
+  void update_kernel_node(GraphNode node, CUfunction expected, void** params, const detail::BufferUse* uses,
+                          std::size_t count, const std::size_t* sizes);
   void reset() noexcept;
   detail::ExecState& checked(const char* call) const;
   detail::ExecState* state_ = nullptr;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cudakit/detail/allocation.hpp"
-#include "cudakit/packed_arguments.hpp"
+#include "cudakit/graph.hpp"
 #include "cudakit/stream.hpp"
 
 namespace cudakit::detail {
@@ -43,6 +43,8 @@ class GraphResources {
   HostCallback* add_callback(std::unique_ptr<HostCallback> callback);
   /// Keeps `child` alive and takes over its uses (an embedded or cloned graph).
   void add_child(GraphResources* child);
+  /// Keeps anything else alive: a kernel's handle, which keeps its module loaded.
+  void keep(std::shared_ptr<const void> object);
 
   /// The uses now, for an executable's launch-time tracking.
   std::vector<BufferUse> uses() const;
@@ -58,6 +60,7 @@ class GraphResources {
   std::unordered_map<Allocation*, std::size_t> index_;  // allocation -> position in uses_
   std::vector<std::unique_ptr<HostCallback>> callbacks_;
   std::vector<GraphResources*> children_;
+  std::vector<std::shared_ptr<const void>> kept_;
 };
 
 /// The graph handle a Graph owner and its executables share, so that node handles stay
@@ -71,6 +74,10 @@ struct GraphCore {
 };
 void retain(GraphCore* core) noexcept;
 void release(GraphCore* core) noexcept;
+
+/// A raw kernel's arguments (their sizes) against its parameter info, where this driver
+/// has cuFuncGetParamInfo and knows the function; InvalidArgument on a mismatch.
+void check_raw_arguments(CUfunction function, const std::size_t* sizes, std::size_t count);
 
 /// Gives `graph` a CUDA user object holding one reference to `resources` (taken here).
 /// Throws DriverError when the driver refuses; the reference is then not taken.

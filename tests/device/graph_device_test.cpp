@@ -1,14 +1,15 @@
 // Capture, graphs and executables on a real GPU (issue 5, point 9; DESIGN 4, 6, 9).
 //
-// Kernels are the embedded test kernels, launched with the raw driver in test code (the
-// typed launch layer is not merged yet: TODO(launch)); each raw launch first declares its
-// buffer uses with span.use(stream, access), as typed launches will.
+// Kernels are the embedded test kernels, loaded as a Module and launched typed (the launch
+// layer declares each buffer use to tracking, so captured launches are recorded with
+// their buffers); one test builds a node from a raw CUfunction.
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gpu_fixture.hpp"
@@ -29,6 +30,13 @@ constexpr int n = 4096;
 constexpr unsigned threads = 256;
 constexpr unsigned blocks = (n + threads - 1) / threads;
 
+using ScaleOffset = void(const float*, float*, float, float, int);
+using AddArrays = void(const float*, const float*, float*, int);
+using Increment = void(float*, int);
+using Spin = void(long long);
+using SetCondition = void(unsigned long long, const int*);
+using CountDown = void(unsigned long long, int*);
+
 class GraphGpuTest : public GpuTest {
  protected:
   void SetUp() override {
@@ -36,45 +44,30 @@ class GraphGpuTest : public GpuTest {
     if (IsSkipped() || HasFatalFailure()) return;
     context_ = Context::primary(device());
     context_.make_current();
-    auto image = cudakit_kernels::test_fatbin();
-    ASSERT_EQ(cu.ModuleLoadDataEx(&module_, image.data(), 0, nullptr, nullptr), CUDA_SUCCESS);
-    for (auto [name, out] : {std::pair{"scale_offset", &scale_offset_}, std::pair{"add_arrays", &add_arrays_},
-                             std::pair{"increment", &increment_}, std::pair{"spin_kernel", &spin_},
-                             std::pair{"set_condition_from", &set_condition_}, std::pair{"count_down", &count_down_}})
-      ASSERT_EQ(cu.ModuleGetFunction(out, module_, name), CUDA_SUCCESS) << name;
+    module_ = Module::load(device(), cudakit_kernels::test_fatbin());
+    scale_offset_ = module_.kernel<ScaleOffset>("scale_offset");
+    add_arrays_ = module_.kernel<AddArrays>("add_arrays");
+    increment_ = module_.kernel<Increment>("increment");
+    spin_ = module_.kernel<Spin>("spin_kernel");
+    set_condition_ = module_.kernel<SetCondition>("set_condition_from");
+    count_down_ = module_.kernel<CountDown>("count_down");
   }
   void TearDown() override {
     run_deferred_releases();
-    if (module_ != nullptr) {
-      context_.make_current();
-      EXPECT_EQ(cu.ModuleUnload(module_), CUDA_SUCCESS);
-    }
     GpuTest::TearDown();
   }
 
-  template <class... Args>
-  static void launch(CUfunction f, unsigned grid, unsigned block, StreamRef s, Args... args) {
-    void* params[] = {static_cast<void*>(&args)...};
-    ASSERT_EQ(cu.LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s.handle(), params, nullptr), CUDA_SUCCESS);
-  }
+  static LaunchConfig cover(std::size_t count) { return LaunchConfig{grid_for(count, threads), threads}; }
   // out[i] = in[i] * scale + offset
   void scale_offset(DeviceSpan<const float> in, DeviceSpan<float> out, float scale, float offset, StreamRef s) {
-    in.use(s, Access::read);
-    out.use(s, Access::write);
-    launch(scale_offset_, blocks, threads, s, in.data(), out.data(), scale, offset, int(out.size()));
+    launch(s, scale_offset_, cover(out.size()), in, out, scale, offset, int(out.size()));
   }
   // out[i] = a[i] + b[i]
   void add(DeviceSpan<const float> a, DeviceSpan<const float> b, DeviceSpan<float> out, StreamRef s) {
-    a.use(s, Access::read);
-    b.use(s, Access::read);
-    out.use(s, Access::write);
-    launch(add_arrays_, blocks, threads, s, a.data(), b.data(), out.data(), int(out.size()));
+    launch(s, add_arrays_, cover(out.size()), a, b, out, int(out.size()));
   }
-  void increment(DeviceSpan<float> data, StreamRef s) {
-    data.use(s, Access::write);
-    launch(increment_, blocks, threads, s, data.data(), int(data.size()));
-  }
-  void spin(StreamRef s, long long cycles) { launch(spin_, 1, 1, s, cycles); }
+  void increment(DeviceSpan<float> data, StreamRef s) { launch(s, increment_, cover(data.size()), data, int(data.size())); }
+  void spin(StreamRef s, long long cycles) { launch(s, spin_, LaunchConfig{1, 1}, cycles); }
 
   static void upload(DeviceSpan<float> to, const std::vector<float>& from, StreamRef s) {
     to.use(s, Access::write);
@@ -102,9 +95,13 @@ class GraphGpuTest : public GpuTest {
   }
 
   Context context_;
-  CUmodule module_ = nullptr;
-  CUfunction scale_offset_ = nullptr, add_arrays_ = nullptr, increment_ = nullptr, spin_ = nullptr,
-             set_condition_ = nullptr, count_down_ = nullptr;
+  Module module_;
+  Kernel<ScaleOffset> scale_offset_;
+  Kernel<AddArrays> add_arrays_;
+  Kernel<Increment> increment_;
+  Kernel<Spin> spin_;
+  Kernel<SetCondition> set_condition_;
+  Kernel<CountDown> count_down_;
 };
 
 TEST_F(GraphGpuTest, EmptyCaptureGivesNoneAndCaptureNonemptyThrows) {
@@ -313,14 +310,12 @@ TEST_F(GraphGpuTest, KernelArgumentUpdateWithoutReinstantiating) {
   DeviceBuffer<float> in(s, n, zeroed), out(s, n, zeroed);
   auto out2 = std::make_unique<DeviceBuffer<float>>(s, n, zeroed);
   upload(in, std::vector<float>(n, 2.0f), s);
-  const DeviceBuffer<float>& in_read = in;
   Graph g(device());
-  GraphNode node = g.add_kernel({scale_offset_, {blocks, 1, 1}, {threads, 1, 1}},
-                                PackedArguments(in_read, out, 2.0f, 0.0f, n));
+  GraphNode node = g.add_kernel(scale_offset_, cover(n), in, out, 2.0f, 0.0f, n);
   GraphExec exec = g.instantiate();
   exec.launch(s);
   EXPECT_EQ(download(out, s)[0], 4.0f);
-  exec.update_kernel_arguments(node, PackedArguments(in_read, *out2, 5.0f, 1.0f, n));
+  exec.update_kernel_arguments(node, scale_offset_, in, *out2, 5.0f, 1.0f, n);
   DeviceSpan<const float> view = *out2;
   auto kept = out2->device_pointer();
   exec.launch(s);
@@ -342,10 +337,9 @@ TEST_F(GraphGpuTest, ConditionalIfAndWhileNodes) {
   // if: the body runs when a kernel set the condition from the flag.
   Graph g(device());
   ConditionalHandle c = g.make_condition(0);
-  GraphNode set = g.add_kernel({set_condition_, {1, 1, 1}, {1, 1, 1}},
-                               PackedArguments(c.value, static_cast<const DeviceBuffer<int>&>(flag)));
+  GraphNode set = g.add_kernel(set_condition_, LaunchConfig{1, 1}, c.value, std::as_const(flag));
   ConditionalNode branch = g.add_if(c, {set});
-  branch.body.add_kernel({increment_, {blocks, 1, 1}, {threads, 1, 1}}, PackedArguments(data, n));
+  branch.body.add_kernel(increment_, cover(n), data, n);
   GraphExec exec = g.instantiate();
   exec.launch(s);  // flag 0: skipped
   EXPECT_EQ(download(data, s)[0], 0.0f);
@@ -358,13 +352,39 @@ TEST_F(GraphGpuTest, ConditionalIfAndWhileNodes) {
   Graph w(device());
   ConditionalHandle loop_condition = w.make_condition(1);
   ConditionalNode loop = w.add_while(loop_condition);
-  GraphNode inc = loop.body.add_kernel({increment_, {blocks, 1, 1}, {threads, 1, 1}}, PackedArguments(data, n));
-  loop.body.add_kernel({count_down_, {1, 1, 1}, {1, 1, 1}}, PackedArguments(loop_condition.value, remaining), {inc});
+  GraphNode inc = loop.body.add_kernel(increment_, cover(n), data, n);
+  loop.body.add_kernel({inc}, count_down_, LaunchConfig{1, 1}, loop_condition.value, remaining);
   GraphExec loop_exec = w.instantiate();
   remaining.span().use(s, Access::write);
   ASSERT_EQ(cu.MemsetD32Async(remaining.device_pointer(), 10, 1, s.handle()), CUDA_SUCCESS);
   loop_exec.launch(s);
   EXPECT_EQ(download(data, s)[n - 1], 11.0f) << "1 from the if graph, 10 from the loop";
+}
+
+TEST_F(GraphGpuTest, RawFunctionNodeWithAnUntypedArgumentList) {
+  Stream s(device());
+  DeviceBuffer<float> data(s, n, zeroed);
+  Graph g(device());
+  g.add_kernel(RawKernelNode{increment_.handle(), blocks, threads}, KernelArgs().add(data).add(n));
+  GraphExec exec = g.instantiate();
+  exec.launch(s);
+  exec.launch(s);
+  EXPECT_EQ(download(data, s)[n - 1], 2.0f);
+}
+
+TEST_F(GraphGpuTest, CapturedLaunchesKeepTheirModuleLoaded) {
+  Stream s(device());
+  DeviceBuffer<float> data(s, n, zeroed);
+  std::optional<Graph> g;
+  {
+    Module own = Module::load(device(), cudakit_kernels::test_fatbin());
+    auto inc = own.kernel<Increment>("increment");
+    g = capture(s, [&] { launch(s, inc, cover(n), data, n); });
+  }  // the module's last handle is gone: the graph keeps it loaded
+  ASSERT_TRUE(g.has_value());
+  GraphExec exec = g->instantiate();
+  exec.launch(s);
+  EXPECT_EQ(download(data, s)[0], 1.0f);
 }
 
 TEST_F(GraphGpuTest, LazySetUpAndPlainAllocationsInsideACaptureDoNotInvalidateIt) {

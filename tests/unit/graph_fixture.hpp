@@ -8,6 +8,7 @@
 #include "cudakit/device_buffer.hpp"
 #include "cudakit/graph.hpp"
 #include "cudakit/graph_exec.hpp"
+#include "cudakit/kernel_args.hpp"
 #include "fake_fixture.hpp"
 
 namespace cudakit::testing {

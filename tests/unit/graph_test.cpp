@@ -8,6 +8,9 @@
 #include <chrono>
 #include <thread>
 
+#include "cudakit/launch.hpp"
+#include "cudakit/module.hpp"
+#include "fake_kernels.hpp"
 #include "graph_fixture.hpp"
 
 namespace cudakit {
@@ -278,14 +281,14 @@ TEST_F(GraphTest, KernelArgumentUpdateChangesScalarsAndBuffersWithoutReinstantia
   CUdeviceptr b_address = b->device_pointer();
   CUfunction add = add_kernel();
   Graph g(dev());
-  GraphNode kernel = g.add_kernel({add, {1, 1, 1}, {16, 1, 1}}, PackedArguments(a, 1.0f, 16));
+  GraphNode kernel = g.add_kernel(RawKernelNode{add, 1, 16}, KernelArgs().add(a).add(1.0f).add(16));
   ASSERT_EQ(g.kernel_nodes().size(), 1u);
   EXPECT_EQ(g.kernel_nodes()[0], kernel);
   GraphExec exec = g.instantiate();
   exec.launch(s);
   EXPECT_EQ(at(a, 0), 1.0f);
   int instantiations = fake().calls(EntryId::GraphInstantiateWithParams);
-  exec.update_kernel_arguments(kernel, PackedArguments(*b, 5.0f, 16));
+  exec.update_kernel_arguments(kernel, KernelArgs().add(*b).add(5.0f).add(16));
   b.reset();  // the executable keeps the new buffer alive
   EXPECT_EQ(live_memory(), 3u);
   exec.launch(s);
@@ -302,9 +305,9 @@ TEST_F(GraphTest, KernelArgumentUpdateTracksTheNewBufferAtLaunch) {
   DeviceBuffer<float> a(s, 16, zeroed), b(w, 16, zeroed), scratch(r, 16, zeroed);
   CUfunction add = add_kernel();
   Graph g(dev());
-  GraphNode kernel = g.add_kernel({add, {1, 1, 1}, {16, 1, 1}}, PackedArguments(a, 1.0f, 16));
+  GraphNode kernel = g.add_kernel(RawKernelNode{add, 1, 16}, KernelArgs().add(a).add(1.0f).add(16));
   GraphExec exec = g.instantiate();
-  exec.update_kernel_arguments(kernel, PackedArguments(b, 2.0f, 16));
+  exec.update_kernel_arguments(kernel, KernelArgs().add(b).add(2.0f).add(16));
   fill(b, w, 10.0f);  // earlier work on another stream
   exec.launch(s);     // must wait for w
   copy(scratch, b, r);  // must wait for the launch
@@ -322,7 +325,7 @@ TEST_F(GraphTest, ExplicitNodesWithDependenciesReplayInOrder) {
   Event e(dev());
   Graph g(dev());
   GraphNode up = g.add_copy(x.span(), std::span<const float>(host_in));
-  GraphNode add = g.add_kernel({add_kernel(), {1, 1, 1}, {32, 1, 1}}, PackedArguments(x, 1.0f, 32), {up});
+  GraphNode add = g.add_kernel(RawKernelNode{add_kernel(), 1, 32}, KernelArgs().add(x).add(1.0f).add(32), {up});
   GraphNode mid = g.add_host([&] { order.push_back(1); }, {add});
   GraphNode dup = g.add_copy(y.span(), x.span(), {mid});
   GraphNode rec = g.add_event_record(e, {dup});
@@ -369,7 +372,7 @@ TEST_F(GraphTest, EventWaitNodeOrdersTheReplayAfterTheEvent) {
     e.record(w);
     GraphNode wait = g.add_event_wait(e);
     DeviceBuffer<float>* target = &x;
-    g.add_kernel({add_kernel(), {1, 1, 1}, {16, 1, 1}}, PackedArguments(*target, 1.0f, 16), {wait});
+    g.add_kernel(RawKernelNode{add_kernel(), 1, 16}, KernelArgs().add(*target).add(1.0f).add(16), {wait});
     GraphExec exec = g.instantiate();
     exec.launch(s);
     s.synchronize();
@@ -388,7 +391,7 @@ TEST_F(GraphTest, IfNodeRunsItsBodyOnlyWhenTheConditionIsSet) {
     Graph g(dev());
     ConditionalHandle c = g.make_condition(start);
     ConditionalNode branch = g.add_if(c);
-    branch.body.add_kernel({add, {1, 1, 1}, {16, 1, 1}}, PackedArguments(x, 1.0f, 16));
+    branch.body.add_kernel(RawKernelNode{add, 1, 16}, KernelArgs().add(x).add(1.0f).add(16));
     EXPECT_THROW(branch.body.add_host([] {}), InvalidArgument) << "no host nodes in a conditional body";
     GraphExec exec = g.instantiate();
     exec.launch(s);
@@ -411,7 +414,7 @@ TEST_F(GraphTest, WhileNodeRepeatsItsBodyUntilAKernelClearsTheCondition) {
         if (++*n >= 5) fake::set_conditional(handle, 0);
       });
   ConditionalNode loop = g.add_while(c);
-  loop.body.add_kernel({count_down, {1, 1, 1}, {1, 1, 1}}, PackedArguments(c.value, counter));
+  loop.body.add_kernel(RawKernelNode{count_down, 1, 1}, KernelArgs().add(c.value).add(counter));
   GraphExec exec = g.instantiate();
   exec.launch(s);
   s.synchronize();
@@ -436,25 +439,115 @@ TEST_F(OldDriverGraphTest, ConditionalNodesAreRefusedClearlyOnOlderDrivers) {
   EXPECT_THROW((void)g.add_while(ConditionalHandle{1}), FeatureUnavailable);
 }
 
-TEST_F(GraphTest, PackedArgumentsDeclareBufferAccessFromConstness) {
+// ---- typed kernels (the launch layer's Kernel<Sig>, LaunchConfig and binding rules) ----
+
+using FillSig = void(float*, float, int);
+using SaxpySig = void(float, const float*, float*, int);
+
+class TypedGraphTest : public GraphTest {
+ protected:
+  void SetUp() override {
+    GraphTest::SetUp();
+    if (HasFatalFailure() || IsSkipped()) return;
+    module_ = Module::load(dev(), fake::fatbin_image(testing::standard_image(), {90}, {}));
+  }
+  void TearDown() override {
+    module_ = {};
+    GraphTest::TearDown();
+  }
+  Module module_;
+};
+
+TEST_F(TypedGraphTest, TypedKernelNodeBindsLikeALaunchAndKeepsItsModuleLoaded) {
+  Stream s(dev()), r(dev());
+  DeviceBuffer<float> x(s, 16, zeroed), y(s, 16, zeroed), scratch(r, 16, zeroed);
+  Graph g(dev());
+  GraphNode fill_node, saxpy_node;
+  {
+    auto fill = module_.kernel<FillSig>("fill");
+    auto saxpy = module_.kernel<SaxpySig>("saxpy");
+    fill_node = g.add_kernel(fill, LaunchConfig{1, 16}, x, 3.0f, 16);
+    saxpy_node = g.add_kernel({fill_node}, saxpy, LaunchConfig{1, 16}, 2.0f, x, y, 16);  // x read, y written
+  }
+  module_ = {};
+  EXPECT_EQ(fake().live("module"), 1u) << "the graph keeps the kernels' module loaded";
+  GraphExec exec = g.instantiate();
+  exec.launch(s);
+  copy(scratch, y, r);  // ordered after the launch (y is a write of the graph)
+  r.synchronize();
+  EXPECT_EQ(at(scratch, 0), 6.0f);
+  exec = GraphExec();
+  g = Graph();
+  run_deferred_releases();
+  EXPECT_EQ(fake().live("module"), 0u);
+}
+
+TEST_F(TypedGraphTest, TypedArgumentUpdate) {
   Stream s(dev());
-  DeviceBuffer<float> x(s, 4, zeroed), y(s, 4, zeroed);
-  const DeviceBuffer<float>& read_only = x;
-  PackedArguments args(read_only, y, DeviceSpan<const float>(y.span()), 3, 2.5);
-  EXPECT_EQ(args.size(), 5u);
-  ASSERT_EQ(args.buffers().size(), 3u);
-  EXPECT_EQ(args.buffers()[0].access, Access::read);
-  EXPECT_EQ(args.buffers()[1].access, Access::write);
-  EXPECT_EQ(args.buffers()[2].access, Access::read);
-  EXPECT_EQ(args.size_of(4), sizeof(double));
-  void** p = args.pointers();
-  EXPECT_EQ(*static_cast<float**>(p[1]), y.data());
-  EXPECT_EQ(*static_cast<int*>(p[3]), 3);
-  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p[4]) % alignof(double), 0u);
-  PackedArguments moved = std::move(args);
-  EXPECT_EQ(*static_cast<double*>(moved.pointers()[4]), 2.5);
-  PackedArguments copied = moved;
-  EXPECT_EQ(*static_cast<int*>(copied.pointers()[3]), 3);
+  DeviceBuffer<float> x(s, 16, zeroed), y(s, 16, zeroed);
+  auto fill = module_.kernel<FillSig>("fill");
+  auto saxpy = module_.kernel<SaxpySig>("saxpy");
+  Graph g(dev());
+  GraphNode node = g.add_kernel(fill, LaunchConfig{1, 16}, x, 1.0f, 16);
+  GraphExec exec = g.instantiate();
+  exec.update_kernel_arguments(node, fill, y, 4.0f, 16);
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_EQ(at(x, 0), 0.0f);
+  EXPECT_EQ(at(y, 15), 4.0f);
+  EXPECT_THROW(exec.update_kernel_arguments(node, saxpy, 1.0f, x, y, 16), InvalidArgument)
+      << "the node launches another kernel";
+}
+
+TEST_F(TypedGraphTest, KernelNodeRefusesLaunchAttributes) {
+  DeviceBuffer<float> x(Stream(dev()), 16, zeroed);
+  auto fill = module_.kernel<FillSig>("fill");
+  Graph g(dev());
+  LaunchConfig config{1, 16};
+  config.cooperative = true;
+  EXPECT_THROW(g.add_kernel(fill, config, x, 1.0f, 16), InvalidArgument);
+}
+
+TEST_F(TypedGraphTest, CapturedTypedLaunchesReplayAndKeepTheirModule) {
+  Stream s(dev()), l(dev());
+  DeviceBuffer<float> x(s, 64, zeroed), y(s, 64, zeroed);
+  std::optional<Graph> g;
+  {
+    auto fill = module_.kernel<FillSig>("fill");
+    auto saxpy = module_.kernel<SaxpySig>("saxpy");
+    g = capture(s, [&] {
+      launch(s, fill, LaunchConfig{1, 64}, x, 5.0f, 64);
+      launch(s, fill, LaunchConfig{1, 64}, y, 1.0f, 64);
+      launch(s, saxpy, LaunchConfig{1, 64}, 2.0f, x, y, 64);
+    });
+  }
+  module_ = {};
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->node_count(), 3u);
+  EXPECT_EQ(g->kernel_nodes().size(), 3u);
+  EXPECT_EQ(at(y, 0), 0.0f) << "captured, not run";
+  EXPECT_EQ(fake().live("module"), 1u);
+  GraphExec exec = g->instantiate();
+  exec.launch(l);
+  l.synchronize();
+  EXPECT_EQ(at(y, 63), 11.0f);
+}
+
+TEST_F(TypedGraphTest, ALaunchFromAnotherThreadIntoACaptureIsRefused) {
+  Stream s(dev());
+  auto empty = module_.kernel<void()>("empty");
+  std::optional<Graph> g = capture(s, [&] {
+    launch(s, empty, LaunchConfig{1, 1});
+    std::string message;
+    std::thread other([&] {
+      ContextRef(detail::library_context(0), 0).make_current();
+      message = testing::message_of<CaptureError>([&] { launch(s, empty, LaunchConfig{1, 1}); });
+    });
+    other.join();
+    EXPECT_NE(message.find("a launch of kernel 'empty'"), std::string::npos) << message;
+  });
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->node_count(), 1u);
 }
 
 }  // namespace

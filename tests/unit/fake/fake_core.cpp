@@ -382,6 +382,8 @@ CUresult EventElapsedTime(float* ms, CUevent a, CUevent b) {
 
 CUcontext context_of(int device) { return reinterpret_cast<CUcontext>(&context_storage[device]); }
 
+CUcontext current_context() { return tl_current; }
+
 int device_of(CUcontext context) {
   auto p = reinterpret_cast<char*>(context);
   if (p < context_storage || p >= context_storage + sizeof context_storage) return -1;

@@ -186,6 +186,8 @@ void register_graphs(Driver& d);
 /// A fake context handle for device `d` (stable).
 CUcontext context_of(int device);
 int device_of(CUcontext context);
+/// The calling thread's current context, read without a (counted) driver call.
+CUcontext current_context();
 
 // ---- stream capture, for the other area files (fake_graphs.cpp) ----
 

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "fake_driver.hpp"
+#include "fake_modules.hpp"
 
 namespace cudakit::fake {
 
@@ -264,11 +265,32 @@ void replay_graph(CUgraph g, CUstream s);
 void replay_node(const Node& n, CUstream s) {
   switch (n.type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {
+      if (n.replay) {  // a captured launch
+        if (CUresult r = n.replay(s); r != CUDA_SUCCESS) {
+          std::lock_guard l(D().mutex);
+          D().problems.push_back("a graph replay of " + n.what + " failed with CUresult " + std::to_string(r));
+        }
+        break;
+      }
       std::function<void(void* const*)> body;
+      bool ours = false;
       {
         std::lock_guard l(D().mutex);
-        D().tick(s);
-        body = A().kernels[n.function].body;
+        auto k = A().kernels.find(n.function);
+        ours = k != A().kernels.end();
+        if (ours) {
+          D().tick(s);
+          body = k->second.body;
+        }
+      }
+      if (!ours) {  // a loaded fake module's kernel: replayed as a launch
+        if (CUresult r = replay_kernel(n.function, n.grid, n.block, n.shared, s,
+                                       const_cast<void**>(n.param_pointers.data()));
+            r != CUDA_SUCCESS) {
+          std::lock_guard l(D().mutex);
+          D().problems.push_back("a graph replay of a kernel node failed with CUresult " + std::to_string(r));
+        }
+        break;
       }
       CUstream previous = tl_replay_stream;
       tl_replay_stream = s;
@@ -548,14 +570,17 @@ CUresult GraphNodeGetType(CUgraphNode n, CUgraphNodeType* type) {
   return CUDA_SUCCESS;
 }
 
+// A kernel node's function: one of make_kernel's, or a loaded fake module's (fake_modules.cpp).
 bool copy_kernel_params(Node& n, CUfunction f, void** params) {
+  std::vector<std::size_t> sizes;
   auto k = A().kernels.find(f);
-  if (k == A().kernels.end()) return false;
-  if (!k->second.sizes.empty() && params == nullptr) return false;
+  if (k != A().kernels.end()) sizes = k->second.sizes;
+  else if (!function_parameter_sizes(f, &sizes)) return false;
+  if (!sizes.empty() && params == nullptr) return false;
   n.params.clear();
-  for (std::size_t i = 0; i < k->second.sizes.size(); ++i) {
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
     auto* p = static_cast<unsigned char*>(params[i]);
-    n.params.emplace_back(p, p + k->second.sizes[i]);
+    n.params.emplace_back(p, p + sizes[i]);
   }
   refresh_param_pointers(n);
   return true;

@@ -1,0 +1,160 @@
+#include "cudakit/kernel.hpp"
+
+#include <algorithm>
+
+#include "cudakit/context.hpp"
+#include "cudakit/driver.hpp"
+#include "cudakit/error.hpp"
+
+namespace cudakit {
+
+using driver::cu;
+
+namespace {
+Resource kernel_resource(const detail::FunctionState& s) {
+  return Resource::of(ResourceKind::kernel, s.function, s.device, s.label.c_str());
+}
+
+std::string size_list(const std::vector<std::size_t>& sizes) {
+  std::string s;
+  for (std::size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+  return s;
+}
+}  // namespace
+
+void Function::throw_empty() {
+  throw EmptyHandle("use of an empty kernel handle (default-constructed, or from a failed lookup)");
+}
+
+int Function::attribute(CUfunction_attribute attribute) const {
+  detail::FunctionState& s = state();
+  int v = 0;
+  check(cu.FuncGetAttribute(&v, attribute, s.function), "cuFuncGetAttribute", kernel_resource(s));
+  return v;
+}
+
+namespace detail {
+
+void init_function_state(FunctionState& s, CUfunction function, int device, CUcontext context, std::string name,
+                         std::string label) {
+  s.function = function;
+  s.context = context;
+  s.device = device;
+  s.name = std::move(name);
+  s.label = label.empty() || label == s.name ? s.name : label + "' ('" + s.name;
+  Resource res = kernel_resource(s);
+  auto attr = [&](CUfunction_attribute a) {
+    int v = 0;
+    check(cu.FuncGetAttribute(&v, a, function), "cuFuncGetAttribute", res);
+    return v;
+  };
+  // Attributes that only some GPUs or drivers report (clusters): 0 when they cannot say.
+  auto optional_attr = [&](CUfunction_attribute a) {
+    int v = 0;
+    return cu.FuncGetAttribute(&v, a, function) == CUDA_SUCCESS ? v : 0;
+  };
+  Device dev = Device::get(device);
+  s.compute_capability = dev.compute_capability();
+  s.kernel_max_threads = static_cast<std::uint32_t>(attr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+  s.device_max_threads = static_cast<std::uint32_t>(dev.max_threads_per_block());
+  s.max_threads = std::min(s.kernel_max_threads, s.device_max_threads);
+  auto block = dev.max_block_dims();
+  auto grid = dev.max_grid_dims();
+  for (int i = 0; i < 3; ++i) {
+    s.max_block[i] = static_cast<std::uint32_t>(block[i]);
+    s.max_grid[i] = static_cast<std::uint32_t>(grid[i]);
+  }
+  s.shared_per_block = static_cast<std::uint32_t>(dev.max_shared_memory_per_block());
+  s.shared_optin = static_cast<std::uint32_t>(dev.max_shared_memory_per_block_optin());
+  s.static_shared = static_cast<std::uint32_t>(attr(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES));
+  s.dynamic_shared_limit.store(static_cast<std::uint32_t>(attr(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)),
+                               std::memory_order_relaxed);
+  s.cooperative_supported = dev.supports_cooperative_launch();
+  s.clusters_supported = dev.supports_clusters();
+  s.multiprocessors = dev.multiprocessor_count();
+  auto [least, greatest] = ContextRef(context, device).stream_priority_range();
+  s.priority_least = least;
+  s.priority_greatest = greatest;
+  if (s.clusters_supported) {
+    s.required_cluster[0] = static_cast<std::uint32_t>(optional_attr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH));
+    s.required_cluster[1] = static_cast<std::uint32_t>(optional_attr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT));
+    s.required_cluster[2] = static_cast<std::uint32_t>(optional_attr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH));
+    s.non_portable_cluster_allowed = optional_attr(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) != 0;
+    s.cluster_size_must_be_set = optional_attr(CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET) != 0;
+  }
+}
+
+namespace {
+void load_parameters(FunctionState& s) {
+  if (!driver::has(driver::EntryId::FuncGetParamInfo)) {
+    s.parameters_state = ParameterInfoState::unavailable;
+    return;
+  }
+  std::vector<ParameterInfo> params;
+  for (std::size_t i = 0;; ++i) {
+    std::size_t offset = 0, size = 0;
+    CUresult r = cu.FuncGetParamInfo(s.function, i, &offset, &size);
+    if (r == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+    check(r, "cuFuncGetParamInfo", kernel_resource(s));
+    params.push_back({offset, size});
+  }
+  s.parameters = std::move(params);
+  s.parameters_state = ParameterInfoState::known;
+}
+}  // namespace
+
+const std::vector<ParameterInfo>* parameters_if_known(FunctionState& s) {
+  std::call_once(s.parameters_once, load_parameters, s);
+  return s.parameters_state == ParameterInfoState::known ? &s.parameters : nullptr;
+}
+
+const std::vector<ParameterInfo>& parameters_of(FunctionState& s) {
+  if (const auto* p = parameters_if_known(s)) return *p;
+  driver::require(driver::EntryId::FuncGetParamInfo, "reading a kernel's parameter info");
+  throw FeatureUnavailable("cuFuncGetParamInfo", 12040, driver::version(),
+                           "this driver cannot describe kernel parameters (needs CUDA 12.4)");
+}
+
+void check_signature(FunctionState& s, std::string_view signature, std::span<const std::size_t> sizes,
+                     std::span<const std::size_t> alignments) {
+  const auto* params = parameters_if_known(s);
+  if (params == nullptr) return;  // drivers before 12.4 cannot say; the signature is trusted
+  // The offsets the C++ signature implies: each parameter at its alignment.
+  std::vector<std::size_t> expected_offsets;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    at = (at + alignments[i] - 1) / alignments[i] * alignments[i];
+    expected_offsets.push_back(at);
+    at += sizes[i];
+  }
+  bool same = params->size() == sizes.size();
+  for (std::size_t i = 0; same && i < sizes.size(); ++i)
+    same = (*params)[i].size == sizes[i] && (*params)[i].offset == expected_offsets[i];
+  if (same) return;
+  std::vector<std::size_t> actual;
+  for (const auto& p : *params) actual.push_back(p.size);
+  std::vector<std::size_t> declared(sizes.begin(), sizes.end());
+  std::string why;
+  if (params->size() != sizes.size()) {
+    why = "the kernel takes " + std::to_string(params->size()) + " parameter" + (params->size() == 1 ? "" : "s") +
+          " (" + size_list(actual) + " bytes), the signature declares " + std::to_string(sizes.size()) + " (" +
+          size_list(declared) + " bytes)";
+  } else {
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if ((*params)[i].size != sizes[i]) {
+        why = "parameter #" + std::to_string(i + 1) + " is " + std::to_string((*params)[i].size) +
+              " bytes in the kernel, " + std::to_string(sizes[i]) + " in the signature";
+        break;
+      }
+      if ((*params)[i].offset != expected_offsets[i]) {
+        why = "parameter #" + std::to_string(i + 1) + " sits at byte " + std::to_string((*params)[i].offset) +
+              " in the kernel, at " + std::to_string(expected_offsets[i]) + " in the signature (alignment differs)";
+        break;
+      }
+    }
+  }
+  throw InvalidArgument("kernel '" + s.label + "' does not match Kernel<" + std::string(signature) + ">: " + why);
+}
+
+}  // namespace detail
+}  // namespace cudakit

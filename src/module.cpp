@@ -1,0 +1,165 @@
+#include "cudakit/module.hpp"
+
+#include <map>
+#include <mutex>
+
+#include "cudakit/driver.hpp"
+#include "cudakit/program.hpp"
+#include "detail/device_state.hpp"
+#include "detail/module_loading.hpp"
+
+namespace cudakit {
+
+using driver::cu;
+
+namespace detail {
+
+struct ModuleState {
+  CUmodule module = nullptr;
+  int device = -1;
+  CUcontext context = nullptr;
+  LoadReport report;
+  std::string what;  // "module 'file k.cubin' on device 0 (...)", for messages
+  NameExpressions names;
+
+  std::mutex mutex;  // guards `functions` (lookups, not launches)
+  std::map<std::string, std::unique_ptr<FunctionState>, std::less<>> functions;  // by driver name
+
+  ModuleState() = default;
+  ModuleState(const ModuleState&) = delete;
+  ModuleState& operator=(const ModuleState&) = delete;
+
+  ~ModuleState() {
+    if (module == nullptr) return;
+    Resource res = Resource::of(ResourceKind::module, module, device);
+    try {
+      ContextRef(context, device).make_current();
+      CUresult r = cu.ModuleUnload(module);
+      if (r != CUDA_SUCCESS) park_driver_error(r, "cuModuleUnload", res, "~Module");
+    } catch (const std::exception& e) {
+      park_error({CUDA_SUCCESS, "~Module", e.what()});
+    }
+  }
+};
+
+OnDevice::OnDevice(ContextRef context) : ordinal(context.device_ordinal()) {
+  if (!context) throw_empty_handle("Context");
+}
+
+}  // namespace detail
+
+std::string LoadReport::describe() const {
+  return contents.describe() + " from " + source + ": runs " + to_string(code) + " for " +
+         (code == CodeKind::native ? "sm_" : "compute_") + std::to_string(arch);
+}
+
+Module Module::load(detail::OnDevice device, std::span<const std::byte> image, const ModuleOptions& options) {
+  return load_image(device.ordinal, image, "memory", {}, options);
+}
+
+Module Module::load(detail::OnDevice device, std::span<const unsigned char> image, const ModuleOptions& options) {
+  return load_image(device.ordinal, std::as_bytes(image), "memory", {}, options);
+}
+
+Module Module::load(detail::OnDevice device, const std::filesystem::path& file, const ModuleOptions& options) {
+  std::vector<std::byte> bytes = detail::read_image_file(file);
+  return load_image(device.ordinal, bytes, "file '" + file.string() + "'", {}, options);
+}
+
+Module Module::load(detail::OnDevice device, const CompiledProgram& program, const ModuleOptions& options) {
+  return load_image(device.ordinal, std::as_bytes(program.image()), "program '" + program.name() + "'",
+                    program.lowered_names(), options);
+}
+
+Module Module::load_image(int ordinal, std::span<const std::byte> image, std::string source,
+                          detail::NameExpressions names, const ModuleOptions& options) {
+  Device device = Device::get(ordinal);
+  std::string where = detail::device_words_for_messages(ordinal);
+  detail::PreparedImage prepared = detail::prepare_image(image);
+  std::string what = "module image from " + source;
+  CodeChoice choice = choose_code(prepared.contents, device.compute_capability(), options.jit_policy,
+                                  what + " for " + where);
+
+  Resource res = Resource::of_device(ordinal);
+  check_not_poisoned("cuModuleLoadDataEx", res);
+  CUcontext context = detail::library_context(ordinal);  // DESIGN 4: the context outlives the module
+  ContextRef(context, ordinal).make_current();
+  detail::JitOptionArrays jit(options.jit, true);
+  CUmodule module = nullptr;
+  CUresult r = cu.ModuleLoadDataEx(&module, prepared.data, jit.count(), jit.keys(), jit.values());
+  if (r != CUDA_SUCCESS)
+    detail::throw_load_error(r, "cuModuleLoadDataEx", res, what + " (" + prepared.contents.describe() + ")",
+                             jit.error_log());
+
+  auto state = std::make_shared<detail::ModuleState>();
+  state->module = module;
+  state->device = ordinal;
+  state->context = context;
+  state->names = std::move(names);
+  state->report.source = std::move(source);
+  state->report.contents = std::move(prepared.contents);
+  state->report.code = choice.kind;
+  state->report.arch = choice.arch;
+  if (choice.kind == CodeKind::jit) state->report.jit_log = jit.info_log();
+  state->what = "module from " + state->report.source + " on " + where;
+  return Module(std::move(state));
+}
+
+detail::ModuleState& Module::checked_state() const {
+  if (state_ == nullptr) [[unlikely]]
+    throw EmptyHandle("use of an empty Module (moved-from or default-constructed)");
+  return *state_;
+}
+
+Function Module::function(std::string_view name) const {
+  detail::ModuleState& s = checked_state();
+  std::string driver_name = detail::resolve_name(s.names, name);
+  std::lock_guard lock(s.mutex);
+  if (auto it = s.functions.find(driver_name); it != s.functions.end())
+    return Function(std::shared_ptr<detail::FunctionState>(state_, it->second.get()));
+
+  Resource res = Resource::of(ResourceKind::module, s.module, s.device);
+  check_not_poisoned("cuModuleGetFunction", res);
+  ContextRef(s.context, s.device).make_current();
+  CUfunction f = nullptr;
+  CUresult r = cu.ModuleGetFunction(&f, s.module, driver_name.c_str());
+  if (r == CUDA_ERROR_NOT_FOUND) {
+    std::optional<std::vector<std::string>> names;
+    if (driver::has(driver::EntryId::ModuleEnumerateFunctions) && driver::has(driver::EntryId::FuncGetName))
+      names = kernel_names();
+    throw InvalidArgument(detail::missing_kernel_message(s.what, name, names, s.names));
+  }
+  check(r, "cuModuleGetFunction", res);
+  auto state = std::make_unique<detail::FunctionState>();
+  detail::init_function_state(*state, f, s.device, s.context, driver_name, std::string(name));
+  detail::FunctionState* raw = state.get();
+  s.functions.emplace(driver_name, std::move(state));
+  return Function(std::shared_ptr<detail::FunctionState>(state_, raw));
+}
+
+std::vector<std::string> Module::kernel_names() const {
+  detail::ModuleState& s = checked_state();
+  driver::require(driver::EntryId::ModuleEnumerateFunctions, "listing a module's kernels");
+  driver::require(driver::EntryId::FuncGetName, "listing a module's kernels");
+  Resource res = Resource::of(ResourceKind::module, s.module, s.device);
+  ContextRef(s.context, s.device).make_current();
+  unsigned count = 0;
+  check(cu.ModuleGetFunctionCount(&count, s.module), "cuModuleGetFunctionCount", res);
+  std::vector<CUfunction> functions(count);
+  if (count > 0) check(cu.ModuleEnumerateFunctions(functions.data(), count, s.module), "cuModuleEnumerateFunctions", res);
+  std::vector<std::string> names;
+  for (CUfunction f : functions) {
+    const char* name = nullptr;
+    check(cu.FuncGetName(&name, f), "cuFuncGetName", res);
+    names.emplace_back(name ? name : "");
+  }
+  return names;
+}
+
+const LoadReport& Module::report() const { return checked_state().report; }
+
+CUmodule Module::handle() const noexcept { return state_ ? state_->module : nullptr; }
+
+int Module::device_ordinal() const noexcept { return state_ ? state_->device : -1; }
+
+}  // namespace cudakit

@@ -1,0 +1,48 @@
+// Internal: NVRTC, opened at run time like the driver (DESIGN 2), so that cudakit links
+// nothing of the toolkit and a program that never compiles never needs libnvrtc.
+//
+// The library is looked for, in order: the path in CUDAKIT_LIBNVRTC (only that, when set);
+// libnvrtc.so.13 and libnvrtc.so.12 on the loader's path; the same two in
+// /usr/local/cuda/lib64. A failed search is remembered and reported as CompilerUnavailable,
+// naming every place tried. Only this folder calls nvrtc* functions.
+#pragma once
+
+#include <nvrtc.h>
+
+#include <string>
+
+namespace cudakit::nvrtc {
+
+/// The NVRTC entries cudakit calls, resolved with dlsym.
+struct Api {
+  decltype(&::nvrtcGetErrorString) GetErrorString;
+  decltype(&::nvrtcVersion) Version;
+  decltype(&::nvrtcGetNumSupportedArchs) GetNumSupportedArchs;
+  decltype(&::nvrtcGetSupportedArchs) GetSupportedArchs;
+  decltype(&::nvrtcCreateProgram) CreateProgram;
+  decltype(&::nvrtcDestroyProgram) DestroyProgram;
+  decltype(&::nvrtcCompileProgram) CompileProgram;
+  decltype(&::nvrtcGetPTXSize) GetPTXSize;
+  decltype(&::nvrtcGetPTX) GetPTX;
+  decltype(&::nvrtcGetCUBINSize) GetCUBINSize;
+  decltype(&::nvrtcGetCUBIN) GetCUBIN;
+  decltype(&::nvrtcGetProgramLogSize) GetProgramLogSize;
+  decltype(&::nvrtcGetProgramLog) GetProgramLog;
+  decltype(&::nvrtcAddNameExpression) AddNameExpression;
+  decltype(&::nvrtcGetLoweredName) GetLoweredName;
+  int major = 0, minor = 0;  // nvrtcVersion, read at load
+  std::string path;          // the file loaded
+};
+
+/// Loads NVRTC on first use (thread-safe) and returns its entries. Throws
+/// CompilerUnavailable (program.hpp) when it cannot be found or lacks an entry.
+const Api& api();
+
+/// "NVRTC_ERROR_COMPILATION" style text for a result.
+std::string result_words(nvrtcResult result);
+
+/// Unit tests: forget the loaded library (it stays mapped) or a remembered failure, so the
+/// next api() searches again (e.g. after changing CUDAKIT_LIBNVRTC).
+void reset_for_testing();
+
+}  // namespace cudakit::nvrtc
