@@ -533,6 +533,21 @@ TEST_F(TypedGraphTest, CapturedTypedLaunchesReplayAndKeepTheirModule) {
   EXPECT_EQ(at(y, 63), 11.0f);
 }
 
+TEST_F(TypedGraphTest, LoadingAModuleAndLookingUpAKernelInsideACaptureKeepsItValid) {
+  // The fake refuses module loads and unloads during a strict capture (stricter than the
+  // driver); cudakit makes them in relaxed mode.
+  Stream s(dev());
+  DeviceBuffer<float> x(s, 16, zeroed);
+  Graph g = capture_nonempty(s, [&] {
+    Module inside = Module::load(dev(), fake::fatbin_image(testing::standard_image(), {90}, {}));
+    launch(s, inside.kernel<FillSig>("fill"), LaunchConfig{1, 16}, x, 2.0f, 16);
+  });  // `inside` is released here, but the graph keeps it loaded
+  GraphExec exec = g.instantiate();
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_EQ(at(x, 0), 2.0f);
+}
+
 TEST_F(TypedGraphTest, ALaunchFromAnotherThreadIntoACaptureIsRefused) {
   Stream s(dev());
   auto empty = module_.kernel<void()>("empty");

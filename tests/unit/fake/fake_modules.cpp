@@ -183,6 +183,7 @@ void apply_jit(const FakeImage& image, unsigned n, const CUjit_option* keys, voi
 
 CUresult ModuleLoadDataEx(CUmodule* out, const void* code, unsigned n, CUjit_option* keys, void** values) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("a module load or unload")) return r;  // stricter than the driver, on purpose
   if (!out || !code) return CUDA_ERROR_INVALID_VALUE;
   int device = current_device();
   if (device < 0) return CUDA_ERROR_INVALID_CONTEXT;
@@ -201,6 +202,7 @@ CUresult ModuleLoadDataEx(CUmodule* out, const void* code, unsigned n, CUjit_opt
 
 CUresult ModuleUnload(CUmodule mod) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("a module load or unload")) return r;  // stricter than the driver, on purpose
   if (!D().destroyed("module", mod)) return CUDA_ERROR_INVALID_HANDLE;
   auto m = reinterpret_cast<FakeModule*>(mod);
   for (const auto& f : m->functions) forget_function(f.get());
@@ -251,6 +253,7 @@ CUresult ModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
 CUresult LibraryLoadData(CUlibrary* out, const void* code, CUjit_option* keys, void** values, unsigned n,
                          CUlibraryOption*, void**, unsigned) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("a module load or unload")) return r;  // stricter than the driver, on purpose
   if (!out || !code) return CUDA_ERROR_INVALID_VALUE;
   auto image = find_image(code);
   if (!image) return CUDA_ERROR_INVALID_IMAGE;
