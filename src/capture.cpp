@@ -187,7 +187,7 @@ void note_launch_in_capture(StreamRef stream, const Function& function) {
   if (c == nullptr) return;
   if (s->capture_owner.load(std::memory_order_acquire) != std::this_thread::get_id())
     refuse_submission_from_other_thread(s, ("a launch of kernel '" + function.name() + "'").c_str());
-  c->resources->keep(std::make_shared<const Function>(function));
+  if (c->kernels.insert(&function.state()).second) c->resources->keep(std::make_shared<const Function>(function));
 }
 
 // ---- joins ----

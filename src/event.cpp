@@ -88,6 +88,7 @@ void Event::reset() noexcept {
   if (!ref_) return;
   EventRef ref = std::exchange(ref_, {});
   try {
+    detail::CaptureTolerantScope tolerant;  // destroying an event beside a capture leaves it valid
     CUresult r = cu.EventDestroy(ref.handle());
     if (r != CUDA_SUCCESS)
       park_driver_error(r, "cuEventDestroy", event_resource(ref.handle(), ref.device_ordinal()), "~Event");

@@ -344,6 +344,7 @@ void GraphExec::reset() noexcept {
   detail::ExecState* s = std::exchange(state_, nullptr);
   if (s == nullptr) return;
   try {
+    detail::CaptureTolerantScope tolerant;  // destroying an executable beside a capture leaves it valid
     CUresult r = cu.GraphExecDestroy(s->handle);
     if (r != CUDA_SUCCESS) park_driver_error(r, "cuGraphExecDestroy", exec_resource(*s), "~GraphExec");
   } catch (const std::exception& e) {

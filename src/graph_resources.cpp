@@ -184,6 +184,7 @@ void release(GraphCore* core) noexcept {
   if (core->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   CUresult r = CUDA_SUCCESS;
   try {
+    CaptureTolerantScope tolerant;  // destroying a graph beside a capture leaves it valid
     r = cu.GraphDestroy(core->handle);
   } catch (...) {
     r = CUDA_ERROR_UNKNOWN;

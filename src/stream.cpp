@@ -203,6 +203,7 @@ void Stream::reset() noexcept {
                   describe(stream_resource(ref.handle(), ref.device_ordinal())) +
                       " was destroyed while a capture it takes part in is in progress; that capture fails"});
     if (state != nullptr) state->alive.store(false, std::memory_order_release);
+    detail::CaptureTolerantScope tolerant;  // destroying a stream beside a capture leaves it valid
     CUresult r = cu.StreamDestroy(ref.handle());
     if (r != CUDA_SUCCESS)
       park_driver_error(r, "cuStreamDestroy", stream_resource(ref.handle(), ref.device_ordinal()), "~Stream");

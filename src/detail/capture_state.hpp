@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cudakit/capture.hpp"
@@ -31,6 +32,8 @@ struct CaptureState {
     std::vector<StreamState*> readers;
   };
   std::unordered_map<Allocation*, Order> order;
+  // The kernels launched in the capture (their state), each kept once by the graph.
+  std::unordered_set<const void*> kernels;
 };
 
 /// The state cudakit keeps for `stream` (a borrowed stream's from the registry).
