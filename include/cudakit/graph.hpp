@@ -14,10 +14,10 @@
 // a Function and a KernelArgs list, checked against the kernel's parameter info.
 //
 // Lifetimes: a graph keeps alive every buffer its nodes touch, the module of every kernel
-// it launches and every callable its host nodes run (DESIGN 4). They are held through a CUDA user object the graph owns, so the
-// driver lets go of them only once the graph and every executable made from it are
-// destroyed and their launches have completed; cudakit then frees them at its next safe
-// point (run_deferred_releases). Host memory given to host copies and events given to
+// it launches and every callable its host nodes run (DESIGN 4). They are held through a
+// CUDA user object the graph owns, so the driver lets go of them only once the graph and
+// every executable made from it are destroyed and their launches have completed; cudakit
+// then frees them at its next safe point (run_deferred_releases). Host memory given to host copies and events given to
 // event nodes are not owned: they must outlive the graph and its executables.
 //
 // A GraphRef is a non-owning view: the body of a conditional node is one (its parent
@@ -29,7 +29,6 @@
 
 #include <cuda.h>
 
-#include <tuple>
 #include <cstddef>
 #include <cstring>
 #include <initializer_list>
@@ -40,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "cudakit/detail/node_arguments.hpp"
 #include "cudakit/device.hpp"
 #include "cudakit/device_span.hpp"
 #include "cudakit/event.hpp"
@@ -58,44 +58,6 @@ struct InstantiateOptions;
 namespace detail {
 class GraphResources;
 struct GraphCore;
-
-/// One buffer a piece of graph work touches, and how.
-struct BufferUse {
-  Allocation* allocation = nullptr;
-  Access access = Access::read;
-};
-
-/// A typed argument's buffer use, as a launch would declare it (none for a value).
-template <Binding B, class Arg>
-BufferUse buffer_use_of(const Arg& arg) {
-  if constexpr (is_buffer_binding(B)) return {arg.allocation(), B == Binding::buffer_write ? Access::write : Access::read};
-  else return {};
-}
-
-/// Typed kernel arguments bound for a graph node: the values (as the parameters), a
-/// pointer to each, and the buffer uses.
-template <class... Params>
-struct BoundNodeArguments {
-  std::tuple<Params...> values;
-  void* pointers[sizeof...(Params) + 1] = {};
-  BufferUse uses[sizeof...(Params) + 1] = {};
-
-  template <class... Args, std::size_t... I>
-  BoundNodeArguments(std::index_sequence<I...>, Args&... args)
-      : values{bind_argument<binding<Params, Args>(), Params>(args)...},
-        pointers{static_cast<void*>(&std::get<I>(values))...},
-        uses{buffer_use_of<binding<Params, Args>()>(args)...} {}
-  BoundNodeArguments(const BoundNodeArguments&) = delete;
-  BoundNodeArguments& operator=(const BoundNodeArguments&) = delete;
-};
-
-template <class... Params, class... Args>
-constexpr bool node_arguments_bind(type_list<Params...>, type_list<Args...>) {
-  static_assert(sizeof...(Args) == sizeof...(Params),
-                "kernel node: the number of arguments differs from the number of the kernel's parameters");
-  if constexpr (sizeof...(Args) != sizeof...(Params)) return false;
-  else return check_arguments(std::index_sequence_for<Params...>{}, type_list<Params...>{}, type_list<Args...>{});
-}
 }  // namespace detail
 
 /// One node of a graph (a non-owning handle; its graph owns it).
