@@ -63,7 +63,10 @@ Dim3 grid_for_count(std::uint64_t n, unsigned block, bool negative);
 /// InvalidArgument when `block` is 0, `n` is negative, or the count does not fit a grid.
 template <std::integral N>
 Dim3 grid_for(N n, unsigned block) {
-  return detail::grid_for_count(n < 0 ? 0 : static_cast<std::uint64_t>(n), block, n < 0);
+  if constexpr (std::is_signed_v<N>) {
+    if (n < 0) return detail::grid_for_count(0, block, true);
+  }
+  return detail::grid_for_count(static_cast<std::uint64_t>(n), block, false);
 }
 
 /// Per dimension: the blocks of `block` that cover `extent` (e.g. an nx by ny image).
@@ -71,9 +74,9 @@ Dim3 grid_for(Dim3 extent, Dim3 block);
 
 struct LaunchConfig {
   /// Blocks in the grid.
-  Dim3 grid;
+  Dim3 grid = {};
   /// Threads in a block.
-  Dim3 block;
+  Dim3 block = {};
   /// Dynamic shared memory per block (`extern __shared__`), in bytes.
   std::size_t shared_memory_bytes = 0;
   /// Above the 48 KiB a block gets by default, a kernel must opt in; with this set, cudakit
@@ -83,12 +86,12 @@ struct LaunchConfig {
   /// Thread-block cluster extents in blocks (compute capability 9.0+); each grid extent must
   /// be a multiple of the cluster's. At most 8 blocks per cluster (16 where the kernel allows
   /// non-portable sizes).
-  std::optional<Dim3> cluster;
+  std::optional<Dim3> cluster = std::nullopt;
   /// A cooperative launch (grid-wide sync): every block must be resident at once, so the
   /// grid may not exceed the kernel's occupancy times the multiprocessor count.
   bool cooperative = false;
   /// The launch's priority, within the context's stream priority range (lower runs first).
-  std::optional<int> priority;
+  std::optional<int> priority = std::nullopt;
   /// Programmatic dependent launch (compute capability 9.0+): this kernel may start before
   /// the previous kernel on the stream finishes, and must order itself with
   /// cudaGridDependencySynchronize(). Off unless asked.

@@ -53,9 +53,9 @@ class CompiledProgram;
 /// Options for the driver's PTX JIT (ignored for machine code).
 struct JitOptions {
   /// 0 to 4 (the driver's default is 4).
-  std::optional<int> optimization_level;
+  std::optional<int> optimization_level = std::nullopt;
   /// A cap on registers per thread.
-  std::optional<int> max_registers;
+  std::optional<int> max_registers = std::nullopt;
   bool line_info = false;
   bool debug_info = false;
   /// The size of each of the JIT's info and error log buffers.
@@ -64,7 +64,7 @@ struct JitOptions {
 
 struct ModuleOptions {
   JitPolicy jit_policy = JitPolicy::allow;
-  JitOptions jit;
+  JitOptions jit = {};
 };
 
 /// What was loaded and what the driver runs from it.

@@ -51,17 +51,17 @@ enum class ProgramOutput : std::uint8_t { cubin, ptx };
 struct CompileOptions {
   /// "sm_90" (or "compute_90"; the prefix follows the output: cubin needs sm_, PTX compute_).
   /// Empty: the device's, with compile(device); compile(options) then requires it.
-  std::string arch;
+  std::string arch = {};
   ProgramOutput output = ProgramOutput::cubin;
   /// The language standard, as -std takes it.
   std::string standard = "c++17";
   /// "NAME" or "NAME=VALUE".
-  std::vector<std::string> defines;
-  std::vector<std::string> include_paths;
+  std::vector<std::string> defines = {};
+  std::vector<std::string> include_paths = {};
   /// Passed to NVRTC as they are ("-use_fast_math", "-lineinfo", "--extra-device-vectorization").
-  std::vector<std::string> flags;
+  std::vector<std::string> flags = {};
   /// Where to cache outputs; empty: CUDAKIT_CACHE_DIR when set, else no cache.
-  std::filesystem::path cache_directory;
+  std::filesystem::path cache_directory = {};
   /// False: neither read nor write the cache.
   bool use_cache = true;
 };

@@ -115,6 +115,16 @@ TEST_F(LaunchTest, SaxpyComputesWithTheArgumentsItWasGiven) {
   EXPECT_FALSE(last.through_ex) << "a plain launch is one cuLaunchKernel";
 }
 
+TEST_F(LaunchTest, KernelWithoutParameters) {
+  launch(stream(), module().kernel<void()>("empty"), LaunchConfig{2, 64});
+  auto l = fake::launches().back();
+  EXPECT_EQ(l.kernel, "empty");
+  EXPECT_TRUE(l.params.empty());
+  EXPECT_EQ(l.grid[0], 2u);
+  std::size_t n = 300;  // unsigned counts work as well
+  EXPECT_EQ(grid_for(n, 128), Dim3(3));
+}
+
 TEST_F(LaunchTest, ArgumentsArePackedAtTheKernelsOffsets) {
   auto mixed = module().kernel<void(char, double, short, float*, int, long long)>("mixed");
   DeviceBuffer<float> y(stream(), 4, zeroed);
