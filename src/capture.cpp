@@ -23,6 +23,7 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/kernel.hpp"
+#include "cudakit/memory_pool.hpp"
 #include "detail/capture_state.hpp"
 #include "detail/deferred.hpp"
 #include "detail/device_state.hpp"
@@ -101,6 +102,7 @@ void join(CaptureState* c, StreamState* s) {
 void prepare_for_capture(int device) {
   ContextRef(library_context(device), device).make_current();
   service_stream(device);
+  configure_default_pool(device);
   constexpr int warm_events = 4;
   CUevent events[warm_events] = {};
   int got = 0;

@@ -10,6 +10,7 @@
 #include "detail/deferred.hpp"
 #include "detail/device_names.hpp"
 #include "detail/device_state.hpp"
+#include "detail/memory_testing.hpp"
 
 namespace cudakit {
 
@@ -74,6 +75,7 @@ CUstream service_stream(int ordinal) {
 
 void reset_device_states_for_testing() {
   run_deferred_tasks();  // graph releases still queued belong to this driver
+  reset_memory_states_for_testing();  // staging buffers and pool settings first: they use the contexts
   std::lock_guard lock(states_mutex);
   for (auto& s : states) {
     if (!s) continue;

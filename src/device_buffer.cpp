@@ -4,17 +4,17 @@
 #include "cudakit/device.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "cudakit/memory_pool.hpp"
 #include "detail/capture_state.hpp"
 #include "detail/deferred.hpp"
 #include "detail/device_state.hpp"
+#include "detail/out_of_memory.hpp"
 
 namespace cudakit::detail {
 
 using driver::cu;
 
-namespace {
-
-[[noreturn]] void throw_out_of_memory(const char* call, int device, std::size_t bytes) {
+void throw_device_out_of_memory(const char* call, int device, std::size_t bytes) {
   MemoryInfo info;
   try {
     info = Device::get(device).memory_info();
@@ -23,14 +23,13 @@ namespace {
   throw OutOfMemory(call, describe(Resource::of_device(device)), bytes, info.free_bytes, info.total_bytes);
 }
 
-}  // namespace
-
 Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator) {
-  stream.require_handle(allocator == Allocator::pool ? "cuMemAllocAsync" : "cuMemAlloc");
+  const bool pool = allocator == Allocator::pool;
+  const char* call = pool ? "cuMemAllocAsync" : "cuMemAlloc";
+  stream.require_handle(call);
   run_deferred_tasks_if_any();  // a safe point: frees graphs let go of (graph.hpp)
   if (bytes == 0) return nullptr;
   int device = stream.device_ordinal();
-  const char* call = allocator == Allocator::pool ? "cuMemAllocAsync" : "cuMemAlloc";
   Resource res = Resource::of_device(device);
   check_not_poisoned(call, res);
   if (active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]] {
@@ -45,19 +44,29 @@ Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zer
                          "(and fill it inside the capture if each launch needs it cleared)");
   }
   ContextRef(library_context(device), device).make_current();
+  if (pool) configure_default_pool(device);  // once per device: see memory_pool.hpp
   CUdeviceptr pointer = 0;
-  CUresult r = CUDA_SUCCESS;
-  if (allocator == Allocator::pool) {
-    r = cu.MemAllocAsync(&pointer, bytes, stream.handle());
-  } else {
+  auto try_allocate = [&] {
+    if (pool) return cu.MemAllocAsync(&pointer, bytes, stream.handle());
     CaptureTolerantScope tolerant;  // cuMemAlloc is not stream-ordered: safe beside a capture
-    r = cu.MemAlloc(&pointer, bytes);
+    return cu.MemAlloc(&pointer, bytes);
+  };
+  CUresult r = try_allocate();
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    // Memory the default pool keeps for reuse (memory_pool.hpp) is not lost: hand it
+    // back and try once more before giving up.
+    trim_default_pool_quietly(device);
+    r = try_allocate();
   }
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_out_of_memory(call, device, bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_device_out_of_memory(call, device, bytes);
   check(r, call, res);
-  Allocation* a = Allocation::create(pointer, bytes, device,
-                                     allocator == Allocator::pool ? AllocationKind::pool : AllocationKind::plain,
-                                     stream);
+  Allocation* a = nullptr;
+  try {
+    a = Allocation::create(pointer, bytes, device, pool ? AllocationKind::pool : AllocationKind::plain, stream);
+  } catch (...) {
+    (void)(pool ? cu.MemFreeAsync(pointer, stream.handle()) : cu.MemFree(pointer));
+    throw;
+  }
   if (zero) {
     CUresult z = cu.MemsetD8Async(pointer, 0, bytes, stream.handle());
     if (z != CUDA_SUCCESS) {

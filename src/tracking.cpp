@@ -9,6 +9,7 @@
 #include "detail/deferred.hpp"
 #include "detail/device_state.hpp"
 #include "detail/event_pool.hpp"
+#include "detail/host_ranges.hpp"
 
 namespace cudakit::detail {
 
@@ -126,6 +127,29 @@ void Allocation::use_slow(StreamRef stream, Access access) {
   owner_.store(s, std::memory_order_release);
 }
 
+void Allocation::synchronize_users() const {
+  std::vector<StreamState*> users;
+  {
+    std::lock_guard lock(mutex_);
+    if (StreamState* o = owner_.load(std::memory_order_relaxed)) users.push_back(o);
+    if (last_writer_ != nullptr) users.push_back(last_writer_);
+    users.insert(users.end(), readers_.begin(), readers_.end());
+  }
+  // A stream state stays valid while the tracker names it; the caller is the one thread
+  // mutating this allocation (like a standard container), so no one drops it meanwhile.
+  for (StreamState* u : users) {
+    if (!alive(u)) continue;
+    // A capturing stream's live work is what came before its capture: its capture fence
+    // (synchronizing the stream itself would be refused and invalidate the capture).
+    if (u->capture.load(std::memory_order_acquire) != nullptr) {
+      if (CUevent fence = u->capture_fence.load(std::memory_order_acquire))
+        check(cu.EventSynchronize(fence), "cuEventSynchronize", Resource::of(ResourceKind::stream, u->handle, u->device));
+      continue;
+    }
+    check(cu.StreamSynchronize(u->handle), "cuStreamSynchronize", Resource::of(ResourceKind::stream, u->handle, u->device));
+  }
+}
+
 void Allocation::destroy() noexcept {
   // A free now could invalidate this thread's capture (cuMemFree is unsafe during one):
   // free at the next safe point instead (Note [Capture and unsafe calls]).
@@ -133,8 +157,14 @@ void Allocation::destroy() noexcept {
     defer_to_safe_point([this] { destroy(); });
     return;
   }
-  Resource res = Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device);
+  const bool host = kind == AllocationKind::pinned_host || kind == AllocationKind::registered_host;
+  Resource res = Resource::of(kind == AllocationKind::pinned_host       ? ResourceKind::pinned_buffer
+                              : kind == AllocationKind::registered_host ? ResourceKind::host_registration
+                                                                        : ResourceKind::buffer,
+                              reinterpret_cast<const void*>(pointer), device);
   try {
+    // Page-locked ranges leave the registry first, so no new copy treats them as pinned.
+    if (host) unregister_host_range(reinterpret_cast<const void*>(pointer));
     // Choose a live stream to free on, ordered after every other stream that used the
     // allocation. Streams that died finished their work first (stream_state.hpp); a
     // stream that is capturing now is waited for through its capture fence.
@@ -161,15 +191,25 @@ void Allocation::destroy() noexcept {
     if (kind == AllocationKind::pool) {
       check(cu.MemFreeAsync(pointer, stream), "cuMemFreeAsync", res);
     } else {
-      // cuMemFree is synchronous for the device: wait for the streams that used it first.
+      // cuMemFree, cuMemFreeHost and cuMemHostUnregister are not stream-ordered: wait for
+      // the streams that used the memory first (a copy may still read or write it).
       if (on != nullptr || waited) check(cu.StreamSynchronize(stream), "cuStreamSynchronize", res);
       ContextRef(library_context(device), device).make_current();
-      check(cu.MemFree(pointer), "cuMemFree", res);
+      switch (kind) {
+        case AllocationKind::plain: check(cu.MemFree(pointer), "cuMemFree", res); break;
+        case AllocationKind::pinned_host:
+          check(cu.MemFreeHost(reinterpret_cast<void*>(pointer)), "cuMemFreeHost", res);
+          break;
+        case AllocationKind::registered_host:
+          check(cu.MemHostUnregister(reinterpret_cast<void*>(pointer)), "cuMemHostUnregister", res);
+          break;
+        case AllocationKind::pool: break;
+      }
     }
   } catch (const DriverError& e) {
-    park_error({e.code(), "buffer free", e.what()});
+    park_error({e.code(), host ? "host memory free" : "buffer free", e.what()});
   } catch (const std::exception& e) {
-    park_error({CUDA_SUCCESS, "buffer free", e.what()});
+    park_error({CUDA_SUCCESS, host ? "host memory free" : "buffer free", e.what()});
   }
   delete this;
 }

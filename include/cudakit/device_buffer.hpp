@@ -10,7 +10,13 @@
 //   DeviceBuffer<float> c(stream, n, cudakit::zeroed, cudakit::Allocator::plain);
 //
 // Out of memory throws OutOfMemory with the bytes asked for and the free and total
-// memory; the process goes on.
+// memory; the process goes on. Before giving up, an allocation that failed for lack of
+// memory trims the device's default pool and tries once more (memory_pool.hpp, which
+// also says how much freed memory the pool keeps for reuse).
+//
+// Copies, fills, upload() and download() are in copy.hpp:
+//
+//   DeviceBuffer<float> x = cudakit::upload(stream, host_vector);
 //
 // Inside a capture (capture.hpp): allocating on a stream that a cudakit capture is
 // capturing throws CaptureError (it would happen once, not at each launch of the graph:
@@ -28,16 +34,10 @@
 
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/device_span.hpp"
+#include "cudakit/memory_init.hpp"
 #include "cudakit/stream.hpp"
 
 namespace cudakit {
-
-/// Ask for uninitialized memory.
-struct Uninitialized {};
-inline constexpr Uninitialized uninitialized{};
-/// Ask for zero-filled memory (a stream-ordered memset on the allocating stream).
-struct Zeroed {};
-inline constexpr Zeroed zeroed{};
 
 /// Where device memory comes from.
 enum class Allocator {
@@ -94,6 +94,12 @@ class DeviceBuffer {
   operator DeviceSpan<const T>() const noexcept { return span(); }
   DeviceSpan<T> subspan(std::size_t offset, std::size_t count) { return span().subspan(offset, count); }
   DeviceSpan<const T> subspan(std::size_t offset, std::size_t count) const { return span().subspan(offset, count); }
+  DeviceSpan<T> subspan(std::size_t offset) { return span().subspan(offset); }
+  DeviceSpan<const T> subspan(std::size_t offset) const { return span().subspan(offset); }
+  DeviceSpan<T> first(std::size_t count) { return span().first(count); }
+  DeviceSpan<const T> first(std::size_t count) const { return span().first(count); }
+  DeviceSpan<T> last(std::size_t count) { return span().last(count); }
+  DeviceSpan<const T> last(std::size_t count) const { return span().last(count); }
 
   /// Frees the memory now (stream-ordered after every use) and leaves the buffer empty.
   void reset() noexcept {

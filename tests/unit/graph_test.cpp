@@ -8,7 +8,9 @@
 #include <chrono>
 #include <thread>
 
+#include "cudakit/copy.hpp"
 #include "cudakit/launch.hpp"
+#include "cudakit/pinned_buffer.hpp"
 #include "cudakit/module.hpp"
 #include "fake_kernels.hpp"
 #include "graph_fixture.hpp"
@@ -437,6 +439,47 @@ TEST_F(OldDriverGraphTest, ConditionalNodesAreRefusedClearlyOnOlderDrivers) {
     EXPECT_NE(std::string(e.what()).find("conditional graph nodes"), std::string::npos) << e.what();
   }
   EXPECT_THROW((void)g.add_while(ConditionalHandle{1}), FeatureUnavailable);
+}
+
+// ---- copies (the memory layer) inside a capture ----
+
+TEST_F(GraphTest, CapturedCopiesThroughPinnedMemoryReplayAndKeepThePinnedBuffersAlive) {
+  Stream s(dev());
+  auto in = std::make_unique<PinnedBuffer<float>>(64, zeroed);
+  auto out = std::make_unique<PinnedBuffer<float>>(64, zeroed);
+  DeviceBuffer<float> d(s, 64, zeroed);
+  float* in_host = in->data();
+  float* out_host = out->data();
+  Graph g = capture_nonempty(s, [&] {
+    cudakit::copy(s, *in, d);
+    cudakit::copy(s, d, *out);
+  });
+  EXPECT_EQ(g.node_count(), 2u);
+  in.reset();
+  out.reset();
+  EXPECT_EQ(fake().live("pinned host memory"), 2u) << "the graph keeps the page-locked buffers";
+  GraphExec exec = g.instantiate();
+  for (int round = 1; round <= 3; ++round) {
+    for (int i = 0; i < 64; ++i) in_host[i] = float(round * i);
+    exec.launch(s);
+    s.synchronize();
+    EXPECT_EQ(out_host[5], float(round * 5));
+  }
+  exec = GraphExec();
+  g = Graph();
+  run_deferred_releases();
+  EXPECT_EQ(fake().live("pinned host memory"), 0u);
+}
+
+TEST_F(GraphTest, PageableCopiesAreRefusedInsideACaptureWhichStaysValid) {
+  Stream s(dev());
+  DeviceBuffer<float> d(s, 64, zeroed);
+  std::vector<float> host(64, 1.0f);
+  Graph g = capture_nonempty(s, [&] {
+    EXPECT_THROW(cudakit::copy(s, host, d), CaptureError);
+    fill(d, s, 2.0f);
+  });
+  EXPECT_EQ(g.node_count(), 1u);
 }
 
 // ---- typed kernels (the launch layer's Kernel<Sig>, LaunchConfig and binding rules) ----

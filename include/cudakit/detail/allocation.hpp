@@ -1,6 +1,12 @@
-// Internal: one device allocation, shared by its DeviceBuffer owner, every view of it
-// (views share their buffer's tracking) and every graph that touches it (DESIGN 4, 6).
-// Reference counted; freed stream-ordered when the last holder lets go.
+// Internal: one allocation, shared by its owner (DeviceBuffer, PinnedBuffer or
+// HostRegistration), every view of it (views share their buffer's tracking) and every
+// graph that touches it (DESIGN 4, 6). Reference counted; freed stream-ordered when the
+// last holder lets go.
+//
+// Page-locked host memory is tracked like device memory: an asynchronous copy reads or
+// writes it on a stream, so a copy into it on one stream and a copy out of it on another
+// must be ordered, and it must not be freed (or unregistered) while a copy still uses it.
+// For those kinds `pointer` holds the host address.
 #pragma once
 
 #include <cuda.h>
@@ -21,6 +27,8 @@ namespace cudakit::detail {
 enum class AllocationKind : std::uint8_t {
   pool,   // cuMemAllocAsync / cuMemAllocFromPoolAsync, freed with cuMemFreeAsync
   plain,  // cuMemAlloc, freed with cuMemFree (after the streams that used it finish)
+  pinned_host,      // cuMemHostAlloc, freed with cuMemFreeHost (after the streams that used it finish)
+  registered_host,  // cuMemHostRegister of user memory, undone with cuMemHostUnregister (likewise)
 };
 
 /// cudakit capture scopes in progress on any thread (graph.hpp). While zero, the
@@ -60,6 +68,10 @@ struct Allocation {
 
   /// For tests and diagnostics: whether the allocation is tracked across streams now.
   bool is_shared_across_streams() const;
+
+  /// Blocks the calling thread until the work submitted so far to every stream that used
+  /// the allocation has completed (host access to page-locked memory after async copies).
+  void synchronize_users() const;
 
  private:
   Allocation() = default;

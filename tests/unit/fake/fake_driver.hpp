@@ -72,6 +72,18 @@ struct Allocation {
   int device = 0;
   bool pinned_host = false;  // cuMemHostAlloc
   bool async = false;        // from cuMemAllocAsync
+  unsigned host_flags = 0;   // cuMemHostAlloc's flags
+};
+
+// Memory-area state (fake_memory.cpp).
+struct HostRegistration {
+  std::size_t bytes = 0;
+  unsigned flags = 0;
+};
+struct FakePool {
+  std::uint64_t release_threshold = 0;  // the driver's default
+  std::uint64_t reserved = 0;           // not released at synchronize: the fake does not model that
+  std::uint64_t reserved_high = 0, used_high = 0;
 };
 
 struct Access {
@@ -172,6 +184,17 @@ class Driver {
   std::map<int, int> primary_retains;  // device -> retain count
   CUcontext current_context = nullptr;  // per fake (tests are single-context per thread)
   int initialized = 0;
+
+  // Memory area (fake_memory.cpp).
+  std::map<std::uintptr_t, HostRegistration> host_registrations;  // by first byte
+  std::map<int, FakePool> pools;                                  // default pool by device
+  std::set<std::pair<int, int>> peer_access;                      // (from, to) enabled
+  /// Page-locked host memory the fake grants in all (cuMemHostAlloc beyond: out of memory).
+  std::size_t pinned_host_limit = std::size_t(64) << 30;
+  /// Async copies that were given pageable host memory (neither cuMemHostAlloc'd nor
+  /// registered). The driver may read or write such memory after the call returns, or
+  /// block for it; cudakit stages pageable memory instead, so tests expect none.
+  std::vector<std::string> pageable_async_copies;
 
   // Per-area state hooks (each area file may keep its own state in maps keyed by handle).
   std::map<std::string, std::function<void()>> on_destroy;

@@ -1,10 +1,16 @@
 // Fake driver: device memory (host memory stands in), stream-ordered allocation and
-// frees, copies and memsets. Every access is recorded in the ordering model, so an
-// unordered cross-stream access shows up as a hazard.
+// frees, copies and memsets, page-locked host memory (cuMemHostAlloc, registrations),
+// the default memory pools, peer copies and peer access. Every access is recorded in the
+// ordering model, so an unordered cross-stream access shows up as a hazard; accesses to
+// page-locked host memory are recorded too (copies by streams, frees and unregistrations
+// by the host, and, through cudakit's host-access hook, its staging memcpys), so a
+// page-locked buffer freed or refilled while a copy still uses it is a hazard as well.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
+#include "detail/staging.hpp"
 #include "fake_driver.hpp"
 
 namespace cudakit::fake {
@@ -28,6 +34,12 @@ CUresult allocate(CUdeviceptr* out, size_t bytes, int device, bool async, bool p
   for (auto& [b, a] : D().allocations)
     if (!a.pinned_host && a.device == device) used += a.bytes;
   if (!pinned && used + bytes > D().devices[device].total_memory) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (pinned) {
+    std::size_t locked = 0;
+    for (auto& [b, a] : D().allocations)
+      if (a.pinned_host) locked += a.bytes;
+    if (locked + bytes > D().pinned_host_limit) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   void* p = ::operator new(bytes, std::align_val_t(256), std::nothrow);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   std::memset(p, 0xA5, bytes);  // poison: uninitialized memory is not zero
@@ -69,6 +81,51 @@ bool valid_range(CUdeviceptr p, std::size_t bytes) {
   return a != nullptr && static_cast<std::uintptr_t>(p) + bytes <= base + a->bytes;
 }
 
+std::string hex(std::uintptr_t p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(p));
+  return buf;
+}
+
+// Whether [p, p + bytes) is page-locked: inside one cuMemHostAlloc allocation or one
+// registration.
+bool page_locked(const void* p, std::size_t bytes) {
+  auto b = reinterpret_cast<std::uintptr_t>(p);
+  std::uintptr_t base = 0;
+  if (const Allocation* a = D().allocation_of(b, &base); a != nullptr && a->pinned_host)
+    return b + bytes <= base + a->bytes;
+  auto& regs = D().host_registrations;
+  auto it = regs.upper_bound(b);
+  if (it == regs.begin()) return false;
+  --it;
+  return b + bytes <= it->first + it->second.bytes;
+}
+
+// A copy's host side: page-locked memory is an access in the ordering model; pageable
+// memory is noted (cudakit never hands it to an asynchronous copy).
+void host_side(CUstream s, const void* p, std::size_t bytes, bool write, const char* call) {
+  if (page_locked(p, bytes))
+    D().access(s, reinterpret_cast<std::uintptr_t>(p), bytes, write, std::string(call) + " (page-locked host side)");
+  else
+    D().pageable_async_copies.push_back(std::string(call) + " with pageable host memory at " +
+                                        hex(reinterpret_cast<std::uintptr_t>(p)) + ", " + std::to_string(bytes) + " bytes");
+}
+
+std::uint64_t pool_used(int device) {
+  std::uint64_t used = 0;
+  for (auto& [b, a] : D().allocations)
+    if (a.async && a.device == device) used += a.bytes;
+  return used;
+}
+
+void pool_allocated(int device) {
+  FakePool& p = D().pools[device];
+  std::uint64_t used = pool_used(device);
+  p.reserved = std::max(p.reserved, used);
+  p.reserved_high = std::max(p.reserved_high, p.reserved);
+  p.used_high = std::max(p.used_high, used);
+}
+
 CUresult MemAlloc(CUdeviceptr* out, size_t bytes) {
   std::lock_guard l(D().mutex);
   if (CUresult r = unsafe_call("cuMemAlloc")) return r;
@@ -104,6 +161,7 @@ CUresult MemAllocAsync(CUdeviceptr* out, size_t bytes, CUstream s) {
   if (r == CUDA_SUCCESS) {
     D().tick(s);
     D().access(s, static_cast<std::uintptr_t>(*out), bytes, true, "cuMemAllocAsync");
+    pool_allocated(D().stream(s)->device);
   }
   return r;
 }
@@ -173,6 +231,7 @@ CUresult MemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s)
   if (!valid_range(dst, n) || !src) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMCPY, "cuMemcpyHtoDAsync", [=](CUstream on) { return MemcpyHtoDAsync(dst, src, n, on); }, &r)) return r;
   D().tick(s);
+  host_side(s, src, n, false, "cuMemcpyHtoDAsync");
   D().access(s, static_cast<std::uintptr_t>(dst), n, true, "cuMemcpyHtoDAsync");
   std::memcpy(reinterpret_cast<void*>(dst), src, n);
   return CUDA_SUCCESS;
@@ -185,8 +244,209 @@ CUresult MemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
   if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMCPY, "cuMemcpyDtoHAsync", [=](CUstream on) { return MemcpyDtoHAsync(dst, src, n, on); }, &r)) return r;
   D().tick(s);
   D().access(s, static_cast<std::uintptr_t>(src), n, false, "cuMemcpyDtoHAsync");
+  host_side(s, dst, n, true, "cuMemcpyDtoHAsync");
   std::memcpy(dst, reinterpret_cast<void*>(src), n);
   return CUDA_SUCCESS;
+}
+
+
+// ---- page-locked host memory ----
+
+CUresult MemHostAlloc(void** pp, size_t bytes, unsigned flags) {
+  std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("MemHostAlloc")) return r;
+  int d = current_device();
+  if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!pp) return CUDA_ERROR_INVALID_VALUE;
+  if (flags & ~unsigned(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = allocate(nullptr, bytes, d, false, true, pp);
+  if (r == CUDA_SUCCESS) D().allocations[reinterpret_cast<std::uintptr_t>(*pp)].host_flags = flags;
+  return r;
+}
+
+CUresult MemFreeHost(void* p) {
+  std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("MemFreeHost")) return r;
+  auto base = reinterpret_cast<std::uintptr_t>(p);
+  // Not stream-ordered: the host must already know every copy that used it completed.
+  if (auto it = D().allocations.find(base); it != D().allocations.end() && it->second.pinned_host)
+    D().access(nullptr, base, it->second.bytes, true, "cuMemFreeHost");
+  return free_memory(base, true);
+}
+
+CUresult MemHostRegister(void* p, size_t bytes, unsigned flags) {
+  std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("MemHostRegister")) return r;
+  if (current_device() < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!p || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (flags & ~unsigned(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY))
+    return CUDA_ERROR_INVALID_VALUE;
+  auto b = reinterpret_cast<std::uintptr_t>(p);
+  for (auto& [base, reg] : D().host_registrations)
+    if (b < base + reg.bytes && base < b + bytes) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  for (auto& [base, a] : D().allocations)
+    if (a.pinned_host && b < base + a.bytes && base < b + bytes) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  D().host_registrations[b] = HostRegistration{bytes, flags};
+  D().created("host registration", p);
+  return CUDA_SUCCESS;
+}
+
+CUresult MemHostUnregister(void* p) {
+  std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("MemHostUnregister")) return r;
+  auto b = reinterpret_cast<std::uintptr_t>(p);
+  auto it = D().host_registrations.find(b);
+  if (it == D().host_registrations.end()) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  std::size_t bytes = it->second.bytes;
+  // Like a free: no copy may still use the range (the memory goes back to being pageable).
+  D().access(nullptr, b, bytes, true, "cuMemHostUnregister");
+  auto& acc = D().accesses;
+  acc.erase(std::remove_if(acc.begin(), acc.end(), [&](const Access& a) { return a.begin >= b && a.end <= b + bytes; }),
+            acc.end());
+  D().host_registrations.erase(it);
+  D().destroyed("host registration", p);
+  return CUDA_SUCCESS;
+}
+
+CUresult MemHostGetDevicePointer(CUdeviceptr* out, void* p, unsigned flags) {
+  std::lock_guard l(D().mutex);
+  if (!out || !p || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto b = reinterpret_cast<std::uintptr_t>(p);
+  std::uintptr_t base = 0;
+  bool mapped = false;
+  if (const Allocation* a = D().allocation_of(b, &base); a != nullptr && a->pinned_host)
+    mapped = (a->host_flags & CU_MEMHOSTALLOC_DEVICEMAP) != 0;
+  auto& regs = D().host_registrations;
+  if (auto it = regs.upper_bound(b); !mapped && it != regs.begin()) {
+    --it;
+    mapped = b < it->first + it->second.bytes && (it->second.flags & CU_MEMHOSTREGISTER_DEVICEMAP) != 0;
+  }
+  if (!mapped) return CUDA_ERROR_INVALID_VALUE;
+  *out = static_cast<CUdeviceptr>(b);  // unified addressing: the same address
+  return CUDA_SUCCESS;
+}
+
+// ---- memory pools ----
+
+char pool_storage[16];
+
+CUmemoryPool pool_handle(int device) { return reinterpret_cast<CUmemoryPool>(&pool_storage[device]); }
+int pool_device(CUmemoryPool pool) {
+  auto p = reinterpret_cast<char*>(pool);
+  if (p < pool_storage || p >= pool_storage + sizeof pool_storage) return -1;
+  int d = static_cast<int>(p - pool_storage);
+  return d < static_cast<int>(D().devices.size()) ? d : -1;
+}
+
+CUresult DeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice device) {
+  std::lock_guard l(D().mutex);
+  if (!pool) return CUDA_ERROR_INVALID_VALUE;
+  if (device < 0 || device >= static_cast<int>(D().devices.size())) return CUDA_ERROR_INVALID_DEVICE;
+  *pool = pool_handle(device);
+  return CUDA_SUCCESS;
+}
+
+CUresult MemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
+  std::lock_guard l(D().mutex);
+  int d = pool_device(pool);
+  if (d < 0 || !value) return CUDA_ERROR_INVALID_VALUE;
+  FakePool& p = D().pools[d];
+  auto v = *static_cast<cuuint64_t*>(value);
+  switch (attribute) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p.release_threshold = v; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+      if (v != 0) return CUDA_ERROR_INVALID_VALUE;
+      p.reserved_high = p.reserved;
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+      if (v != 0) return CUDA_ERROR_INVALID_VALUE;
+      p.used_high = pool_used(d);
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult MemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
+  std::lock_guard l(D().mutex);
+  int d = pool_device(pool);
+  if (d < 0 || !value) return CUDA_ERROR_INVALID_VALUE;
+  FakePool& p = D().pools[d];
+  auto* out = static_cast<cuuint64_t*>(value);
+  switch (attribute) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = p.release_threshold; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *out = p.reserved; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *out = p.reserved_high; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *out = pool_used(d); return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *out = p.used_high; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *static_cast<int*>(value) = 1; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult MemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+  std::lock_guard l(D().mutex);
+  int d = pool_device(pool);
+  if (d < 0) return CUDA_ERROR_INVALID_VALUE;
+  FakePool& p = D().pools[d];
+  p.reserved = std::max<std::uint64_t>(pool_used(d), std::min<std::uint64_t>(p.reserved, keep));
+  return CUDA_SUCCESS;
+}
+
+CUresult MemAllocFromPoolAsync(CUdeviceptr* out, size_t bytes, CUmemoryPool pool, CUstream s) {
+  std::lock_guard l(D().mutex);
+  if (CUresult r = check_stream_arg(s)) return r;
+  if (CUresult r = refuse_graph_memory(s, "cuMemAllocFromPoolAsync")) return r;
+  int d = pool_device(pool);
+  if (!out || d < 0) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = allocate(out, bytes, d, true, false);
+  if (r == CUDA_SUCCESS) {
+    D().tick(s);
+    D().access(s, static_cast<std::uintptr_t>(*out), bytes, true, "cuMemAllocFromPoolAsync");
+    pool_allocated(d);
+  }
+  return r;
+}
+
+// ---- peers ----
+
+CUresult MemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t n, CUstream s) {
+  std::lock_guard l(D().mutex);
+  if (CUresult r = check_stream_arg(s)) return r;
+  int dd = device_of(dst_ctx), sd = device_of(src_ctx);
+  if (dd < 0 || sd < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!valid_range(dst, n) || !valid_range(src, n)) return CUDA_ERROR_INVALID_VALUE;
+  if (D().allocation_of(dst)->device != dd || D().allocation_of(src)->device != sd) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMCPY, "cuMemcpyPeerAsync",
+                                    [=](CUstream on) { return MemcpyPeerAsync(dst, dst_ctx, src, src_ctx, n, on); }, &r))
+    return r;
+  D().tick(s);
+  D().access(s, static_cast<std::uintptr_t>(src), n, false, "cuMemcpyPeerAsync (source)");
+  D().access(s, static_cast<std::uintptr_t>(dst), n, true, "cuMemcpyPeerAsync (destination)");
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<void*>(src), n);
+  return CUDA_SUCCESS;
+}
+
+CUresult CtxEnablePeerAccess(CUcontext peer, unsigned flags) {
+  std::lock_guard l(D().mutex);
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  int from = current_device();
+  if (from < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  int to = device_of(peer);
+  if (to < 0 || to >= static_cast<int>(D().devices.size())) return CUDA_ERROR_INVALID_CONTEXT;
+  if (to == from) return CUDA_ERROR_INVALID_DEVICE;
+  if (!D().peer_access.insert({from, to}).second) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  return CUDA_SUCCESS;
+}
+
+// cudakit's own host-side accesses to its staging memory (detail/staging.hpp).
+void staging_host_access(CUstream s, const void* p, std::size_t bytes, bool write, const char* what) {
+  D().access(s, reinterpret_cast<std::uintptr_t>(p), bytes, write, what);
 }
 
 }  // namespace
@@ -203,6 +463,19 @@ void register_memory(Driver& d) {
   d.implement<E::MemcpyDtoDAsync>(&MemcpyDtoDAsync);
   d.implement<E::MemcpyHtoDAsync>(&MemcpyHtoDAsync);
   d.implement<E::MemcpyDtoHAsync>(&MemcpyDtoHAsync);
+  d.implement<E::MemHostAlloc>(&MemHostAlloc);
+  d.implement<E::MemFreeHost>(&MemFreeHost);
+  d.implement<E::MemHostRegister>(&MemHostRegister);
+  d.implement<E::MemHostUnregister>(&MemHostUnregister);
+  d.implement<E::MemHostGetDevicePointer>(&MemHostGetDevicePointer);
+  d.implement<E::DeviceGetDefaultMemPool>(&DeviceGetDefaultMemPool);
+  d.implement<E::MemPoolSetAttribute>(&MemPoolSetAttribute);
+  d.implement<E::MemPoolGetAttribute>(&MemPoolGetAttribute);
+  d.implement<E::MemPoolTrimTo>(&MemPoolTrimTo);
+  d.implement<E::MemAllocFromPoolAsync>(&MemAllocFromPoolAsync);
+  d.implement<E::MemcpyPeerAsync>(&MemcpyPeerAsync);
+  d.implement<E::CtxEnablePeerAccess>(&CtxEnablePeerAccess);
+  detail::host_access_hook = &staging_host_access;
 }
 
 }  // namespace cudakit::fake

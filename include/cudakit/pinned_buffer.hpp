@@ -1,0 +1,144 @@
+// PinnedBuffer<T>: move-only owner of page-locked host memory (cuMemHostAlloc; issue 3,
+// point 2). Copies between device memory and a PinnedBuffer go straight to the copy
+// engines, asynchronously and at full speed; copies from pageable memory go through
+// cudakit's staging buffers instead (copy.hpp).
+//
+//   PinnedBuffer<float> host(n, cudakit::uninitialized);
+//   std::ranges::copy(input, host.begin());
+//   cudakit::copy(stream, host, device_buffer);   // returns at once; the copy reads `host` later
+//
+// The rule for its lifetime (the pinned free rule): a PinnedBuffer is tracked like a
+// device buffer (DESIGN 5). Every copy that reads or writes it on a stream says so
+// before it is submitted, so its use on a second stream is ordered after the first,
+// and freeing it waits (cuStreamSynchronize) for every stream that used it before
+// cuMemFreeHost: memory an asynchronous copy still reads or writes is never freed.
+//
+// The host side is the caller's to order: after an asynchronous copy into the buffer,
+// synchronize the stream (or call synchronize() here) before reading it on the host;
+// before overwriting it on the host, make sure the copies that read it completed.
+//
+// The memory is portable (usable with every device's context) and, with
+// PinnedOptions::mapped, also mapped into the device address space for kernels that
+// read or write host memory directly (mapped_pointer()).
+//
+// Out of memory (the OS refused to page-lock that much) throws OutOfMemory with the bytes
+// asked for and the host's free and total physical memory.
+//
+// Thread safety: like a standard container: one thread at a time mutates it.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "cudakit/detail/allocation.hpp"
+#include "cudakit/error.hpp"
+#include "cudakit/memory_init.hpp"
+
+namespace cudakit {
+
+/// How page-locked host memory is made.
+struct PinnedOptions {
+  /// Also map it into the device address space (CU_MEMHOSTALLOC_DEVICEMAP), so kernels
+  /// can use it through mapped_pointer().
+  bool mapped = false;
+  /// Write-combined (CU_MEMHOSTALLOC_WRITECOMBINED): faster host writes and uploads,
+  /// very slow host reads. For buffers the host only fills.
+  bool write_combined = false;
+};
+
+namespace detail {
+/// Allocates `bytes` of portable page-locked memory; fills it with zeros when asked.
+/// Stores the device address of mapped memory in `*mapped` (0 otherwise).
+Allocation* allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions options, CUdeviceptr* mapped);
+}  // namespace detail
+
+template <class T>
+class PinnedBuffer {
+  static_assert(std::is_trivially_copyable_v<T> && !std::is_const_v<T>,
+                "PinnedBuffer holds non-const trivially copyable types");
+
+ public:
+  using value_type = T;
+  using iterator = T*;
+  using const_iterator = const T*;
+
+  PinnedBuffer() = default;
+  PinnedBuffer(std::size_t count, Uninitialized, PinnedOptions options = {})
+      : allocation_(detail::allocate_pinned_memory(bytes_for(count), false, options, &mapped_)), count_(count) {}
+  PinnedBuffer(std::size_t count, Zeroed, PinnedOptions options = {})
+      : allocation_(detail::allocate_pinned_memory(bytes_for(count), true, options, &mapped_)), count_(count) {}
+
+  PinnedBuffer(PinnedBuffer&& other) noexcept
+      : mapped_(std::exchange(other.mapped_, 0)), allocation_(std::exchange(other.allocation_, nullptr)),
+        count_(std::exchange(other.count_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      allocation_ = std::exchange(other.allocation_, nullptr);
+      mapped_ = std::exchange(other.mapped_, 0);
+      count_ = std::exchange(other.count_, 0);
+    }
+    return *this;
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { reset(); }
+
+  std::size_t size() const noexcept { return count_; }
+  std::size_t size_bytes() const noexcept { return count_ * sizeof(T); }
+  bool empty() const noexcept { return count_ == 0; }
+  /// False for a moved-from or default-constructed buffer.
+  explicit operator bool() const noexcept { return allocation_ != nullptr || count_ != 0; }
+
+  T* data() noexcept { return allocation_ ? reinterpret_cast<T*>(allocation_->pointer) : nullptr; }
+  const T* data() const noexcept { return allocation_ ? reinterpret_cast<const T*>(allocation_->pointer) : nullptr; }
+  T* begin() noexcept { return data(); }
+  T* end() noexcept { return data() + count_; }
+  const T* begin() const noexcept { return data(); }
+  const T* end() const noexcept { return data() + count_; }
+  T& operator[](std::size_t i) noexcept { return data()[i]; }
+  const T& operator[](std::size_t i) const noexcept { return data()[i]; }
+
+  /// The host elements (see the host-side rule above).
+  std::span<T> span() noexcept { return {data(), count_}; }
+  std::span<const T> span() const noexcept { return {data(), count_}; }
+  operator std::span<T>() noexcept { return span(); }
+  operator std::span<const T>() const noexcept { return span(); }
+
+  /// The device address of mapped memory (PinnedOptions::mapped), 0 otherwise.
+  CUdeviceptr mapped_pointer() const noexcept { return mapped_; }
+
+  /// Blocks until the work submitted so far to every stream that used this buffer has
+  /// completed: after it, the host may read what copies wrote and overwrite what they read.
+  void synchronize() const {
+    if (allocation_ != nullptr) allocation_->synchronize_users();
+  }
+
+  /// Frees the memory now (after every stream that used it) and leaves the buffer empty.
+  void reset() noexcept {
+    if (allocation_ != nullptr) std::exchange(allocation_, nullptr)->release();
+    mapped_ = 0;
+    count_ = 0;
+  }
+
+  /// Internal: the allocation (tracking state) behind the buffer.
+  detail::Allocation* allocation() const noexcept { return allocation_; }
+
+ private:
+  static std::size_t bytes_for(std::size_t count) {
+    if (count > static_cast<std::size_t>(-1) / sizeof(T))
+      throw InvalidArgument("PinnedBuffer of " + std::to_string(count) + " elements of " +
+                            std::to_string(sizeof(T)) + " bytes overflows size_t");
+    return count * sizeof(T);
+  }
+  CUdeviceptr mapped_ = 0;  // before allocation_: the allocating initializer sets it
+  detail::Allocation* allocation_ = nullptr;
+  std::size_t count_ = 0;
+};
+
+}  // namespace cudakit

@@ -1,0 +1,12 @@
+// Forgetting the memory layer's per-device state between unit tests (detail/memory_testing.hpp).
+#include "detail/memory_testing.hpp"
+
+namespace cudakit::detail {
+
+void reset_memory_states_for_testing() {
+  reset_staging_for_testing();
+  reset_pools_for_testing();
+  reset_peer_access_for_testing();
+}
+
+}  // namespace cudakit::detail
