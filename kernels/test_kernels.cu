@@ -100,6 +100,19 @@ __global__ void cluster_ids(unsigned* out) {
   if (threadIdx.x == 0) out[blockIdx.x] = rank;
 }
 
+// Graph conditional nodes (CUDA 12.3+): sets the condition to whether *flag is nonzero.
+__global__ void set_condition_from(cudaGraphConditionalHandle condition, const int* flag) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) cudaGraphSetConditional(condition, *flag != 0 ? 1u : 0u);
+}
+
+// The body of a while node: counts *remaining down and clears the condition at zero.
+__global__ void count_down(cudaGraphConditionalHandle condition, int* remaining) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    int left = --*remaining;
+    if (left <= 0) cudaGraphSetConditional(condition, 0u);
+  }
+}
+
 }  // extern "C"
 
 // A template kernel (C++ name, mangled): name expressions resolve it.

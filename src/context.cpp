@@ -1,5 +1,6 @@
 #include "cudakit/context.hpp"
 
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "detail/device_state.hpp"
@@ -26,6 +27,11 @@ void ContextRef::synchronize() const {
   if (handle_ == nullptr) detail::throw_empty_handle("Context");
   Resource res = Resource::of(ResourceKind::context, handle_, device_);
   check_not_poisoned("cuCtxSynchronize", res);
+  if (detail::active_captures.load(std::memory_order_relaxed) != 0)
+    throw CaptureError("cuCtxSynchronize on " + describe(res) +
+                       " refused: a stream capture is in progress, and a context cannot be synchronized while any of "
+                       "its streams captures (the driver would invalidate the capture); synchronize the streams you "
+                       "need, or wait for the capture to end");
   make_current();
   check(cu.CtxSynchronize(), "cuCtxSynchronize", res);
 }
@@ -49,6 +55,7 @@ Context Context::primary(Device device) {
   Resource res = Resource::of_device(device.ordinal());
   check_not_poisoned("cuDevicePrimaryCtxRetain", res);
   CUcontext context = nullptr;
+  detail::CaptureTolerantScope tolerant;  // retaining beside a capture leaves it valid (DESIGN 6)
   check(cu.DevicePrimaryCtxRetain(&context, device.handle()), "cuDevicePrimaryCtxRetain", res);
   return Context(ContextRef(context, device.ordinal()));
 }

@@ -4,8 +4,10 @@
 #include <memory>
 
 #include "cudakit/context.hpp"
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "detail/deferred.hpp"
 #include "detail/device_names.hpp"
 #include "detail/device_state.hpp"
 #include "detail/memory_testing.hpp"
@@ -63,6 +65,7 @@ CUcontext library_context(int ordinal) {
   std::lock_guard lock(s.library_retain_mutex);
   ctx = s.library_context.load(std::memory_order_relaxed);
   if (ctx == nullptr) {
+    CaptureTolerantScope tolerant;  // lazy set-up never breaks a capture (DESIGN 6)
     Resource res = Resource::of_device(ordinal);
     check_not_poisoned("cuDevicePrimaryCtxRetain", res);
     check(cu.DevicePrimaryCtxRetain(&ctx, s.handle), "cuDevicePrimaryCtxRetain", res);
@@ -78,6 +81,7 @@ CUstream service_stream(int ordinal) {
   std::lock_guard lock(s.service_mutex);
   stream = s.service_stream.load(std::memory_order_relaxed);
   if (stream == nullptr) {
+    CaptureTolerantScope tolerant;  // lazy set-up never breaks a capture (DESIGN 6)
     CUcontext ctx = library_context(ordinal);
     ContextRef(ctx, ordinal).make_current();
     check(cu.StreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, 0), "cuStreamCreateWithPriority",
@@ -90,6 +94,7 @@ CUstream service_stream(int ordinal) {
 void flush_thread_event_cache() noexcept;  // event.cpp
 
 void reset_device_states_for_testing() {
+  run_deferred_tasks();  // graph releases still queued belong to this driver
   reset_memory_states_for_testing();  // staging buffers and pool settings first: they use the contexts
   flush_thread_event_cache();
   // Taken out under the lock, released outside it: a failed release parks an error

@@ -1,9 +1,12 @@
 #include "cudakit/device_buffer.hpp"
 
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/device.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/memory_pool.hpp"
+#include "detail/capture_state.hpp"
+#include "detail/deferred.hpp"
 #include "detail/device_state.hpp"
 #include "detail/out_of_memory.hpp"
 
@@ -24,15 +27,29 @@ Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zer
   const bool pool = allocator == Allocator::pool;
   const char* call = pool ? "cuMemAllocAsync" : "cuMemAlloc";
   stream.require_handle(call);
+  run_deferred_tasks_if_any();  // a safe point: frees graphs let go of (graph.hpp)
   if (bytes == 0) return nullptr;
   int device = stream.device_ordinal();
   Resource res = Resource::of_device(device);
   check_not_poisoned(call, res);
+  if (active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    // DESIGN 6: an allocation inside a capture would happen once, when captured, not at
+    // each launch (a graph memory node would, but its memory is the graph's, not a
+    // buffer's), so cudakit refuses it.
+    if (stream_state_of(stream)->capture.load(std::memory_order_acquire) != nullptr)
+      throw CaptureError(std::string(call) + " on " +
+                         describe(Resource::of(ResourceKind::stream, stream.handle(), device)) +
+                         " refused: the stream is capturing, and a buffer allocated inside a capture would be "
+                         "allocated once, not at each launch of the graph; allocate it before the capture begins "
+                         "(and fill it inside the capture if each launch needs it cleared)");
+  }
   ContextRef(library_context(device), device).make_current();
   if (pool) configure_default_pool(device);  // once per device: see memory_pool.hpp
   CUdeviceptr pointer = 0;
   auto try_allocate = [&] {
-    return pool ? cu.MemAllocAsync(&pointer, bytes, stream.handle()) : cu.MemAlloc(&pointer, bytes);
+    if (pool) return cu.MemAllocAsync(&pointer, bytes, stream.handle());
+    CaptureTolerantScope tolerant;  // cuMemAlloc is not stream-ordered: safe beside a capture
+    return cu.MemAlloc(&pointer, bytes);
   };
   CUresult r = try_allocate();
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {

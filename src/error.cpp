@@ -117,6 +117,47 @@ bool is_sticky(CUresult code) noexcept {
   }
 }
 
+bool is_capture_error(CUresult code) noexcept {
+  int c = static_cast<int>(code);
+  return c >= static_cast<int>(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) &&
+         c <= static_cast<int>(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+}
+
+std::string capture_error_explanation(CUresult code) {
+  switch (code) {
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+      return "the call is not permitted while a stream capture is in progress: a synchronous call (synchronize, "
+             "query, cuMemAlloc, cuMemFree, a module load, ...) was made on a capturing stream, or on a thread whose "
+             "capture mode forbids it; the driver invalidates the capture, and it ends with an error";
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+      return "the capture was invalidated by an earlier error inside it (a refused synchronous call, a wait for work "
+             "outside the capture, ...); it yields no graph, and the stream leaves capture mode when it ends";
+    case CUDA_ERROR_STREAM_CAPTURE_MERGE:
+      return "the call would merge two independent captures: a stream in one capture waited for work recorded in "
+             "another capture";
+    case CUDA_ERROR_STREAM_CAPTURE_UNMATCHED:
+      return "the capture was not begun on this stream: a capture ends on the stream that began it";
+    case CUDA_ERROR_STREAM_CAPTURE_UNJOINED:
+      return "a stream forked into the capture (it waited for work recorded in the capture) was not joined back "
+             "into the stream that began it before the capture ended; cudakit joins the streams that enter a capture "
+             "through cudakit (StreamRef::wait), join others by hand";
+    case CUDA_ERROR_STREAM_CAPTURE_ISOLATION:
+      return "a capturing stream waited for work recorded outside its capture (an event recorded before the "
+             "capture began, or on a stream that is not capturing); a graph cannot depend on work outside it: order "
+             "that work before the capture begins";
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+      return "the legacy default stream would have waited for a capturing stream";
+    case CUDA_ERROR_CAPTURED_EVENT:
+      return "the event was last recorded in a capturing stream, so it stands for no work yet: it cannot be "
+             "queried, synchronized or waited for outside that capture";
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
+      return "a capture begun in thread-local or global mode must end on the thread that began it (a relaxed "
+             "capture may end on another thread)";
+    default:
+      return {};
+  }
+}
+
 std::string describe(const Resource& r) {
   std::string s;
   if (r.kind == ResourceKind::device) return device_words(r.device);
@@ -195,6 +236,8 @@ void clear_poison_for_testing() {
 
 void throw_driver_error(CUresult code, const char* call, const Resource& resource) {
   if (auto original = poison_of(resource.device)) throw ContextPoisoned(std::move(original), call, describe(resource));
+  if (is_capture_error(code))
+    throw CaptureError(compose(call, describe(resource), code) + ": " + capture_error_explanation(code), code);
   auto error = std::make_shared<const DriverError>(code, call, describe(resource));
   if (is_sticky(code)) poison(resource.device, error);
   throw DriverError(*error);

@@ -3,9 +3,11 @@
 #include <cstdint>
 #include <utility>
 
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/stream.hpp"
+#include "detail/capture_state.hpp"
 #include "detail/device_state.hpp"
 #include "detail/event_pool.hpp"
 
@@ -22,6 +24,7 @@ CUevent create_event(ContextRef context, unsigned flags) {
   check_not_poisoned("cuEventCreate", res);
   detail::library_context(context.device_ordinal());  // DESIGN 4: the context outlives the event
   context.make_current();
+  detail::CaptureTolerantScope tolerant;  // an event made while a capture runs leaves it valid
   CUevent e = nullptr;
   check(cu.EventCreate(&e, flags), "cuEventCreate", res);
   return e;
@@ -45,6 +48,8 @@ void EventRef::record(StreamRef stream) const {
   stream.require_handle("cuEventRecord");
   Resource res = event_resource(handle_, device_);
   check_not_poisoned("cuEventRecord", res);
+  if (detail::active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]]
+    detail::check_capturing_thread(detail::stream_state_of(stream), "cuEventRecord");  // DESIGN 9
   check(cu.EventRecord(handle_, stream.handle()), "cuEventRecord", res);
 }
 
@@ -86,6 +91,7 @@ void Event::reset() noexcept {
   if (!ref_) return;
   EventRef ref = std::exchange(ref_, {});
   try {
+    detail::CaptureTolerantScope tolerant;  // destroying an event beside a capture leaves it valid
     CUresult r = cu.EventDestroy(ref.handle());
     if (r != CUDA_SUCCESS)
       park_driver_error(r, "cuEventDestroy", event_resource(ref.handle(), ref.device_ordinal()), "~Event");
@@ -108,6 +114,7 @@ CUevent acquire_pooled_event(int device) {
       return e;
     }
   }
+  CaptureTolerantScope tolerant;  // the pool may grow inside a capture (DESIGN 6)
   return create_event(ContextRef(library_context(device), device), CU_EVENT_DISABLE_TIMING);
 }
 

@@ -1,3 +1,4 @@
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/host_registration.hpp"
 
 #include "cudakit/context.hpp"
@@ -23,6 +24,7 @@ Allocation* register_host_memory(const void* data, std::size_t bytes, HostRegist
   if (options.mapped) flags |= CU_MEMHOSTREGISTER_DEVICEMAP;
   if (options.read_only) flags |= CU_MEMHOSTREGISTER_READ_ONLY;
   void* p = const_cast<void*>(data);  // the driver only page-locks it
+  detail::CaptureTolerantScope tolerant;  // beside a capture: relaxed mode leaves it valid (DESIGN 6)
   CUresult r = cu.MemHostRegister(p, bytes, flags);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_host_out_of_memory("cuMemHostRegister", res, bytes);
   check(r, "cuMemHostRegister", res);

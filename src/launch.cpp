@@ -264,6 +264,7 @@ void throw_buffer_on_other_device(const FunctionState& f, std::size_t position, 
 void launch(StreamRef stream, const Function& function, const LaunchConfig& config, const KernelArgs& args) {
   detail::FunctionState& f = function.state();
   detail::prepare_launch(f, stream, config);
+  detail::note_launch(stream, function);  // a capture keeps the module (graph.hpp)
   const auto& entries = args.entries();
   constexpr std::size_t on_stack = 64;
   std::size_t sizes_stack[on_stack];

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <utility>
 
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/program.hpp"
 #include "detail/device_state.hpp"
@@ -33,6 +34,7 @@ struct LibraryState {
   ~LibraryState() {
     if (library == nullptr) return;
     try {
+      detail::CaptureTolerantScope tolerant;  // an unload beside a capture leaves it valid (DESIGN 6)
       CUresult r = cu.LibraryUnload(library);
       if (r != CUDA_SUCCESS)
         park_driver_error(r, "cuLibraryUnload", Resource::of(ResourceKind::library, library, -1), "~Library");
@@ -69,6 +71,7 @@ Library Library::load_image(std::span<const std::byte> image, std::string source
   // No log buffers: the driver may JIT lazily, after this call, when they are gone.
   detail::JitOptionArrays jit(options.jit, false);
   CUlibrary library = nullptr;
+  detail::CaptureTolerantScope tolerant;  // lazy set-up beside a capture leaves it valid (DESIGN 6)
   CUresult r = cu.LibraryLoadData(&library, prepared.data, jit.keys(), jit.values(), jit.count(), nullptr, nullptr, 0);
   std::string what = "library image from " + source;
   if (r != CUDA_SUCCESS)
@@ -114,6 +117,7 @@ Function Library::function(detail::OnDevice device, std::string_view name) const
   if (auto it = s.kernels.find(driver_name); it != s.kernels.end()) {
     kernel = it->second;
   } else {
+    detail::CaptureTolerantScope tolerant;  // lazy set-up beside a capture leaves it valid (DESIGN 6)
     CUresult r = cu.LibraryGetKernel(&kernel, s.library, driver_name.c_str());
     if (r == CUDA_ERROR_NOT_FOUND) {
       std::optional<std::vector<std::string>> names;
@@ -128,6 +132,7 @@ Function Library::function(detail::OnDevice device, std::string_view name) const
   CUcontext context = detail::library_context(ordinal);  // DESIGN 4: the kernel's context stays
   ContextRef(context, ordinal).make_current();
   CUfunction f = nullptr;
+  detail::CaptureTolerantScope tolerant;  // lazy set-up beside a capture leaves it valid (DESIGN 6)
   check(cu.KernelGetFunction(&f, kernel), "cuKernelGetFunction", res);
   auto state = std::make_unique<detail::FunctionState>();
   detail::init_function_state(*state, f, ordinal, context, driver_name, std::string(name));

@@ -1,3 +1,4 @@
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/memory_pool.hpp"
 
 #include <atomic>
@@ -101,6 +102,8 @@ void configure_default_pool(int device) {
     return;
   std::lock_guard lock(configure_mutex);
   if (pool_configured[device].load(std::memory_order_relaxed)) return;
+  detail::CaptureTolerantScope tolerant;  // beside a capture: relaxed mode leaves it valid (DESIGN 6)
+
   Device dev = Device::get(device);
   if (dev.supports_memory_pools()) {
     MemoryPoolRef pool = MemoryPoolRef::device_default(dev);

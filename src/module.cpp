@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/program.hpp"
 #include "detail/device_state.hpp"
@@ -34,6 +35,7 @@ struct ModuleState {
     Resource res = Resource::of(ResourceKind::module, module, device);
     try {
       ContextRef(context, device).make_current();
+      detail::CaptureTolerantScope tolerant;  // an unload beside a capture leaves it valid (DESIGN 6)
       CUresult r = cu.ModuleUnload(module);
       if (r != CUDA_SUCCESS) park_driver_error(r, "cuModuleUnload", res, "~Module");
     } catch (const std::exception& e) {
@@ -86,6 +88,7 @@ Module Module::load_image(int ordinal, std::span<const std::byte> image, std::st
   ContextRef(context, ordinal).make_current();
   detail::JitOptionArrays jit(options.jit, true);
   CUmodule module = nullptr;
+  detail::CaptureTolerantScope tolerant;  // lazy set-up beside a capture leaves it valid (DESIGN 6)
   CUresult r = cu.ModuleLoadDataEx(&module, prepared.data, jit.count(), jit.keys(), jit.values());
   if (r != CUDA_SUCCESS)
     detail::throw_load_error(r, "cuModuleLoadDataEx", res, what + " (" + prepared.contents.describe() + ")",
@@ -122,6 +125,7 @@ Function Module::function(std::string_view name) const {
   check_not_poisoned("cuModuleGetFunction", res);
   ContextRef(s.context, s.device).make_current();
   CUfunction f = nullptr;
+  detail::CaptureTolerantScope tolerant;  // lazy set-up beside a capture leaves it valid (DESIGN 6)
   CUresult r = cu.ModuleGetFunction(&f, s.module, driver_name.c_str());
   if (r == CUDA_ERROR_NOT_FOUND) {
     std::optional<std::vector<std::string>> names;

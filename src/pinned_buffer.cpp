@@ -1,3 +1,4 @@
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/pinned_buffer.hpp"
 
 #include <unistd.h>
@@ -38,6 +39,7 @@ Allocation* allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions o
   if (options.mapped) flags |= CU_MEMHOSTALLOC_DEVICEMAP;
   if (options.write_combined) flags |= CU_MEMHOSTALLOC_WRITECOMBINED;
   void* p = nullptr;
+  detail::CaptureTolerantScope tolerant;  // beside a capture: relaxed mode leaves it valid (DESIGN 6)
   CUresult r = cu.MemHostAlloc(&p, bytes, flags);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_host_out_of_memory("cuMemHostAlloc", res, bytes);
   check(r, "cuMemHostAlloc", res);

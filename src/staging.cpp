@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/context.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
@@ -92,6 +93,7 @@ class StagingPool {
     ContextRef(library_context(device_), device_).make_current();
     auto c = std::make_unique<StagingChunk>();
     c->bytes = chunk_bytes_setting.load(std::memory_order_relaxed);
+    detail::CaptureTolerantScope tolerant;  // beside a capture: relaxed mode leaves it valid (DESIGN 6)
     CUresult r = cu.MemHostAlloc(&c->host, c->bytes, CU_MEMHOSTALLOC_PORTABLE);
     if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_host_out_of_memory("cuMemHostAlloc", res, c->bytes);
     check(r, "cuMemHostAlloc", res);

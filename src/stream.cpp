@@ -4,10 +4,13 @@
 #include <string>
 #include <unordered_map>
 
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "detail/capture_state.hpp"
 #include "detail/device_state.hpp"
 #include "detail/event_pool.hpp"
+#include "detail/graph_resources.hpp"
 
 namespace cudakit {
 
@@ -29,8 +32,21 @@ CUstream create_stream(ContextRef context, int priority) {
   CUstream s = nullptr;
   // DESIGN 1: never a blocking stream.
   context.make_current();
+  detail::CaptureTolerantScope tolerant;  // a stream made while a capture runs leaves it valid
   check(cu.StreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, priority), "cuStreamCreateWithPriority", res);
   return s;
+}
+// A capturing stream's work runs only when its graph is launched: there is nothing to
+// wait for or query yet, and the driver would invalidate the capture (DESIGN 6).
+void refuse_if_capturing(StreamRef stream, const char* call) {
+  if (detail::active_captures.load(std::memory_order_relaxed) == 0) [[likely]]
+    return;
+  detail::StreamState* s = detail::stream_state_of(stream);
+  if (s->capture.load(std::memory_order_acquire) == nullptr) return;
+  throw CaptureError(std::string(call) + " on " + describe(stream_resource(stream.handle(), stream.device_ordinal())) +
+                     " refused: the stream is capturing, so its work runs only when the graph is launched and there "
+                     "is nothing to wait for yet (the driver would invalidate the capture); synchronize after the "
+                     "capture ends, or on a stream outside it");
 }
 }  // namespace
 
@@ -42,6 +58,7 @@ void StreamRef::throw_empty(const char* call) {
 
 bool StreamRef::query() const {
   require_handle("cuStreamQuery");
+  refuse_if_capturing(*this, "cuStreamQuery");
   Resource res = stream_resource(handle_, device_);
   check_not_poisoned("cuStreamQuery", res);
   CUresult r = cu.StreamQuery(handle_);
@@ -52,6 +69,7 @@ bool StreamRef::query() const {
 
 void StreamRef::synchronize() const {
   require_handle("cuStreamSynchronize");
+  refuse_if_capturing(*this, "cuStreamSynchronize");
   Resource res = stream_resource(handle_, device_);
   check_not_poisoned("cuStreamSynchronize", res);
   check(cu.StreamSynchronize(handle_), "cuStreamSynchronize", res);
@@ -62,6 +80,15 @@ void StreamRef::wait(EventRef event) const {
   if (!event) detail::throw_empty_handle("Event");
   Resource res = stream_resource(handle_, device_);
   check_not_poisoned("cuStreamWaitEvent", res);
+  if (detail::active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    // The wait may make this stream join a capture (the event was recorded in one).
+    detail::StreamState* s = detail::stream_state_of(*this);
+    detail::check_capturing_thread(s, "cuStreamWaitEvent");
+    detail::before_event_wait(*this, s);
+    check(cu.StreamWaitEvent(handle_, event.handle(), 0), "cuStreamWaitEvent", res);
+    detail::after_event_wait(*this, s);
+    return;
+  }
   check(cu.StreamWaitEvent(handle_, event.handle(), 0), "cuStreamWaitEvent", res);
 }
 
@@ -70,6 +97,10 @@ void StreamRef::wait(StreamRef other) const {
   other.require_handle("cuEventRecord");
   if (other.handle_ == handle_) return;  // stream order already holds
   check_not_poisoned("cuStreamWaitEvent", stream_resource(handle_, device_));
+  if (detail::active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    detail::wait_while_capturing(*this, detail::stream_state_of(*this), other, detail::stream_state_of(other));
+    return;
+  }
   detail::order_after(handle_, other.handle_, other.device_);
 }
 
@@ -101,11 +132,31 @@ void CUDA_CB run_host_callback(void* data) {
 }
 }  // namespace
 
-void enqueue_host_callback(CUstream stream, int device, std::unique_ptr<HostCallback> callback) {
+void enqueue_host_callback(const StreamRef& ref, std::unique_ptr<HostCallback> callback) {
+  CUstream stream = ref.handle();
+  int device = ref.device_ordinal();
   callback->stream = stream;
   callback->device = device;
   Resource res = stream_resource(stream, device);
   check_not_poisoned("cuLaunchHostFunc", res);
+  if (active_captures.load(std::memory_order_relaxed) != 0) {
+    StreamState* s = stream_state_of(ref);
+    check_capturing_thread(s, "cuLaunchHostFunc");
+    if (auto* capture = static_cast<CaptureState*>(s->capture.load(std::memory_order_acquire))) {
+      // Captured: a host node that runs at every launch, so the graph owns the callable.
+      HostCallback* owned = capture->resources->add_callback(std::move(callback));
+      check(cu.LaunchHostFunc(stream, &run_graph_host_callback, owned), "cuLaunchHostFunc", res);
+      return;
+    }
+  }
+  // A stream captured outside cudakit would replay a callable that frees itself after its
+  // first run: refuse it.
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  check(cu.StreamIsCapturing(stream, &status), "cuStreamIsCapturing", res);
+  if (status != CU_STREAM_CAPTURE_STATUS_NONE)
+    throw CaptureError("cuLaunchHostFunc on " + describe(res) +
+                       " refused: the stream is being captured by a capture cudakit did not begin, and the graph "
+                       "could not own the callback; capture with cudakit::capture");
   check(cu.LaunchHostFunc(stream, &run_host_callback, callback.get()), "cuLaunchHostFunc", res);
   callback.release();  // the driver owns it now; run_host_callback frees it
 }
@@ -151,7 +202,12 @@ void Stream::reset() noexcept {
       if (r != CUDA_SUCCESS)
         park_driver_error(r, "cuStreamSynchronize", stream_resource(ref.handle(), ref.device_ordinal()), "~Stream");
     }
+    if (state != nullptr && state->capture.load(std::memory_order_acquire) != nullptr)
+      park_error({CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "~Stream",
+                  describe(stream_resource(ref.handle(), ref.device_ordinal())) +
+                      " was destroyed while a capture it takes part in is in progress; that capture fails"});
     if (state != nullptr) state->alive.store(false, std::memory_order_release);
+    detail::CaptureTolerantScope tolerant;  // destroying a stream beside a capture leaves it valid
     CUresult r = cu.StreamDestroy(ref.handle());
     if (r != CUDA_SUCCESS)
       park_driver_error(r, "cuStreamDestroy", stream_resource(ref.handle(), ref.device_ordinal()), "~Stream");

@@ -2,8 +2,11 @@
 #include <string>
 
 #include "cudakit/detail/allocation.hpp"
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "detail/capture_state.hpp"
+#include "detail/deferred.hpp"
 #include "detail/device_state.hpp"
 #include "detail/event_pool.hpp"
 #include "detail/host_ranges.hpp"
@@ -20,25 +23,22 @@ namespace {
 
 bool alive(const StreamState* s) { return s != nullptr && s->alive.load(std::memory_order_acquire); }
 
-// `to` waits for the work submitted to `from` so far: one pooled event, one wait.
+// `to` waits for the work submitted to `from` so far: one pooled event, one wait. `to` is
+// never capturing here: uses on capturing streams go to the capture (capture.cpp). When
+// `from` is capturing now, its live tracking names only work from before its capture,
+// which its capture fence stands for (Note [Tracking inside a capture]).
 void order(StreamState* to, StreamState* from) {
   if (to == from || !alive(from)) return;  // a dead stream's work has completed (stream_state.hpp)
-  void* to_capture = to->capture.load(std::memory_order_acquire);
-  void* from_capture = from->capture.load(std::memory_order_acquire);
-  if (from_capture != nullptr && from_capture != to_capture)
-    throw CaptureError("a buffer last used on a stream that is capturing now is used on another stream outside that "
-                       "capture; its earlier work cannot be waited for from there: use the buffer inside the capture, "
-                       "or before the capture begins");
-  order_after(to->handle, from->handle, from->device);
+  wait_for_stream_work(to->handle, to->device, from);
 }
 
-StreamState* state_of(StreamRef stream) {
+}  // namespace
+
+StreamState* stream_state_of(StreamRef stream) {
   stream.require_handle("buffer use");
   if (StreamState* s = stream.state()) return s;
   return borrowed_stream_state(stream.handle(), stream.device_ordinal());
 }
-
-}  // namespace
 
 Allocation* Allocation::create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind,
                                StreamRef stream) {
@@ -48,7 +48,7 @@ Allocation* Allocation::create(CUdeviceptr pointer, std::size_t bytes, int devic
   a->device = device;
   a->kind = kind;
   if (stream) {
-    StreamState* s = state_of(stream);
+    StreamState* s = stream_state_of(stream);
     tracker_retain(s);
     a->owner_.store(s, std::memory_order_release);
   }
@@ -67,7 +67,7 @@ bool Allocation::is_shared_across_streams() const {
 }
 
 void Allocation::use_slow(StreamRef stream, Access access) {
-  StreamState* s = state_of(stream);
+  StreamState* s = stream_state_of(stream);
   if (active_captures.load(std::memory_order_acquire) != 0) {
     if (void* capture = s->capture.load(std::memory_order_acquire); capture != nullptr) {
       // Work on a capturing stream runs only when the graph is launched: the graph
@@ -137,12 +137,26 @@ void Allocation::synchronize_users() const {
   }
   // A stream state stays valid while the tracker names it; the caller is the one thread
   // mutating this allocation (like a standard container), so no one drops it meanwhile.
-  for (StreamState* u : users)
-    if (alive(u))
-      check(cu.StreamSynchronize(u->handle), "cuStreamSynchronize", Resource::of(ResourceKind::stream, u->handle, u->device));
+  for (StreamState* u : users) {
+    if (!alive(u)) continue;
+    // A capturing stream's live work is what came before its capture: its capture fence
+    // (synchronizing the stream itself would be refused and invalidate the capture).
+    if (u->capture.load(std::memory_order_acquire) != nullptr) {
+      if (CUevent fence = u->capture_fence.load(std::memory_order_acquire))
+        check(cu.EventSynchronize(fence), "cuEventSynchronize", Resource::of(ResourceKind::stream, u->handle, u->device));
+      continue;
+    }
+    check(cu.StreamSynchronize(u->handle), "cuStreamSynchronize", Resource::of(ResourceKind::stream, u->handle, u->device));
+  }
 }
 
 void Allocation::destroy() noexcept {
+  // A free now could invalidate this thread's capture (cuMemFree is unsafe during one):
+  // free at the next safe point instead (Note [Capture and unsafe calls]).
+  if (unsafe_calls_would_invalidate_a_capture()) {
+    defer_to_safe_point([this] { destroy(); });
+    return;
+  }
   const bool host = kind == AllocationKind::pinned_host || kind == AllocationKind::registered_host;
   Resource res = Resource::of(kind == AllocationKind::pinned_host       ? ResourceKind::pinned_buffer
                               : kind == AllocationKind::registered_host ? ResourceKind::host_registration
@@ -152,30 +166,34 @@ void Allocation::destroy() noexcept {
     // Page-locked ranges leave the registry first, so no new copy treats them as pinned.
     if (host) unregister_host_range(reinterpret_cast<const void*>(pointer));
     // Choose a live stream to free on, ordered after every other stream that used the
-    // allocation. Streams that died finished their work first (stream_state.hpp).
+    // allocation. Streams that died finished their work first (stream_state.hpp); a
+    // stream that is capturing now is waited for through its capture fence.
     StreamState* on = nullptr;
+    std::vector<StreamState*> users;
     {
       std::lock_guard lock(mutex_);
-      std::vector<StreamState*> users;
       if (StreamState* o = owner_.load(std::memory_order_relaxed)) users.push_back(o);
       if (last_writer_ != nullptr) users.push_back(last_writer_);
       users.insert(users.end(), readers_.begin(), readers_.end());
-      for (StreamState* u : users)
-        if (alive(u) && u->capture.load(std::memory_order_acquire) == nullptr) {
-          on = u;
-          break;
-        }
-      if (on != nullptr)
-        for (StreamState* u : users)
-          if (u != on && alive(u) && u->capture.load(std::memory_order_acquire) == nullptr) order(on, u);
     }
+    for (StreamState* u : users)
+      if (alive(u) && u->capture.load(std::memory_order_acquire) == nullptr) {
+        on = u;
+        break;
+      }
+    CUstream stream = on != nullptr ? on->handle : service_stream(device);
+    bool waited = false;
+    for (StreamState* u : users)
+      if (u != on && alive(u)) {
+        wait_for_stream_work(stream, device, u);
+        waited = true;
+      }
     if (kind == AllocationKind::pool) {
-      CUstream stream = on != nullptr ? on->handle : service_stream(device);
       check(cu.MemFreeAsync(pointer, stream), "cuMemFreeAsync", res);
     } else {
       // cuMemFree, cuMemFreeHost and cuMemHostUnregister are not stream-ordered: wait for
       // the streams that used the memory first (a copy may still read or write it).
-      if (on != nullptr) check(cu.StreamSynchronize(on->handle), "cuStreamSynchronize", res);
+      if (on != nullptr || waited) check(cu.StreamSynchronize(stream), "cuStreamSynchronize", res);
       ContextRef(library_context(device), device).make_current();
       switch (kind) {
         case AllocationKind::plain: check(cu.MemFree(pointer), "cuMemFree", res); break;

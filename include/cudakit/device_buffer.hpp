@@ -18,6 +18,11 @@
 //
 //   DeviceBuffer<float> x = cudakit::upload(stream, host_vector);
 //
+// Inside a capture (capture.hpp): allocating on a stream that a cudakit capture is
+// capturing throws CaptureError (it would happen once, not at each launch of the graph:
+// allocate before the capture). Allocating on another stream is fine, and a buffer freed
+// while its thread captures is freed when the capture ends.
+//
 // Thread safety: one thread at a time mutates a buffer (like a standard container);
 // several threads may read one buffer concurrently on their own streams (weights,
 // tables): those reads take no lock once each stream has waited for the last write.

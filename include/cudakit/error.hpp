@@ -176,6 +176,42 @@ class EmptyCapture : public Error {
   using Error::Error;
 };
 
+/// Instantiating an executable graph failed (cuGraphInstantiateWithParams). The message
+/// names the reason and, where the driver reported one, the node that caused it.
+class GraphInstantiateError : public Error {
+ public:
+  GraphInstantiateError(std::string message, CUresult code, CUgraphInstantiateResult result, CUgraphNode node)
+      : Error(std::move(message)), code_(code), result_(result), node_(node) {}
+  CUresult code() const noexcept { return code_; }
+  CUgraphInstantiateResult result() const noexcept { return result_; }
+  /// The node that caused the failure; null when the failure is not about one node.
+  CUgraphNode node() const noexcept { return node_; }
+
+ private:
+  CUresult code_;
+  CUgraphInstantiateResult result_;
+  CUgraphNode node_;
+};
+
+/// Updating an executable graph in place failed (cuGraphExecUpdate): the new graph differs
+/// in a way an update cannot express. The executable is unchanged and still launchable;
+/// instantiate the new graph instead. The message names the node and the reason.
+class GraphUpdateError : public Error {
+ public:
+  GraphUpdateError(std::string message, CUgraphExecUpdateResult result, CUgraphNode node, CUgraphNode from_node)
+      : Error(std::move(message)), result_(result), node_(node), from_node_(from_node) {}
+  CUgraphExecUpdateResult result() const noexcept { return result_; }
+  /// The node the update failed on (the "to" node of an edge for a topology change);
+  /// null when the failure is not about one node.
+  CUgraphNode node() const noexcept { return node_; }
+  /// The "from" node of the edge that differs, for a topology change; null otherwise.
+  CUgraphNode from_node() const noexcept { return from_node_; }
+
+ private:
+  CUgraphExecUpdateResult result_;
+  CUgraphNode node_, from_node_;
+};
+
 /// NVRTC failed to compile a program; log() is its complete log.
 class CompileError : public Error {
  public:
@@ -188,6 +224,13 @@ class CompileError : public Error {
 
 /// Whether cuda.h documents this code as leaving the process in an inconsistent state.
 bool is_sticky(CUresult code) noexcept;
+
+/// Whether the code is one of the driver's stream-capture errors (900 to 908). A checked
+/// call that returns one throws CaptureError, not DriverError.
+bool is_capture_error(CUresult code) noexcept;
+/// What a stream-capture error means, in words a person can act on ("a capturing stream
+/// waited for work recorded outside its capture ..."); empty for other codes.
+std::string capture_error_explanation(CUresult code);
 
 /// "CUDA_ERROR_INVALID_VALUE" (never throws; works without a driver).
 std::string error_name(CUresult code);

@@ -31,6 +31,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/detail/kernel_binding.hpp"
 #include "cudakit/kernel.hpp"
 #include "cudakit/kernel_args.hpp"
@@ -115,6 +116,7 @@ void launch(StreamRef stream, const Kernel<void(Params...)>& kernel, const Launc
     if constexpr (ok) {
       detail::FunctionState& f = kernel.state();
       detail::prepare_launch(f, stream, config);
+      detail::note_launch(stream, kernel);  // a capture keeps the module (graph.hpp)
       detail::launch_bound(std::type_identity<void(Params...)>{}, std::index_sequence_for<Params...>{}, stream, f,
                            config, args...);
     }
@@ -131,6 +133,7 @@ void launch(StreamRef stream, const Function& function, const LaunchConfig& conf
                 "launch: an untyped launch takes buffers, views, pointers and trivially copyable values");
   detail::FunctionState& f = function.state();
   detail::prepare_launch(f, stream, config);
+  detail::note_launch(stream, function);  // a capture keeps the module (graph.hpp)
   if constexpr (sizeof...(Args) == 0) {
     detail::check_untyped_arguments(f, {});
   } else {

@@ -27,6 +27,8 @@
 
 namespace cudakit {
 
+class StreamRef;
+
 namespace detail {
 // Host callbacks: the driver calls `invoke` with a heap-held callable, which runs it,
 // reports an exception through the parked-error channel, and frees it.
@@ -42,7 +44,9 @@ struct HostCallbackOf final : HostCallback {
   void run() override { fn(); }
   F fn;
 };
-void enqueue_host_callback(CUstream stream, int device, std::unique_ptr<HostCallback> callback);
+// On a stream under a cudakit capture, the graph takes the callback and runs it at
+// every launch (capture.hpp).
+void enqueue_host_callback(const StreamRef& stream, std::unique_ptr<HostCallback> callback);
 }  // namespace detail
 
 class StreamRef {
@@ -66,24 +70,26 @@ class StreamRef {
   /// True when all work submitted so far has completed; false while some has not.
   bool query() const;
   /// Blocks the calling thread until all work submitted so far has completed.
+  /// A capturing stream cannot be queried or synchronized (CaptureError).
   void synchronize() const;
   /// Later work on this stream waits until `event` completes.
   void wait(EventRef event) const;
   /// Later work on this stream waits for the work submitted to `other` so far (one
-  /// pooled event recorded on `other` and waited here).
+  /// pooled event recorded on `other` and waited here). When `other` is capturing, this
+  /// stream joins its capture (a fork); the capture joins it back when it ends.
   void wait(StreamRef other) const;
   /// The stream's priority (lower numbers run first).
   int priority() const;
 
   /// Runs `fn` on a driver thread once the work before it completes; later work waits
   /// for it. `fn` must not call CUDA. An exception it throws is caught and parked
-  /// (error.hpp: drain_parked_errors), never lost and never fatal.
+  /// (error.hpp: drain_parked_errors), never lost and never fatal. On a stream a cudakit
+  /// capture is capturing, the graph owns `fn` and runs it at every launch.
   template <class F>
   void host_callback(F&& fn) const {
     require_handle("cuLaunchHostFunc");
     using Fn = std::decay_t<F>;
-    detail::enqueue_host_callback(handle_, device_,
-                                  std::make_unique<detail::HostCallbackOf<Fn>>(Fn(std::forward<F>(fn))));
+    detail::enqueue_host_callback(*this, std::make_unique<detail::HostCallbackOf<Fn>>(Fn(std::forward<F>(fn))));
   }
 
   /// Throws EmptyHandle when this ref is empty (`call` names the attempted operation).

@@ -134,6 +134,7 @@
   X(GraphAddEventRecordNode, 11010, 11010)                         \
   X(GraphAddEventWaitNode, 11010, 11010)                           \
   X(GraphAddChildGraphNode, 10000, 10000)                          \
+  X(GraphAddEmptyNode, 10000, 10000)                               \
   X(GraphAddNode, 12020, 12020)                                    \
   X(GraphConditionalHandleCreate, 12030, 12030)                    \
   X(UserObjectCreate, 11030, 11030)                                \

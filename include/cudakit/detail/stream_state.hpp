@@ -12,8 +12,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <thread>
 
 namespace cudakit::detail {
+
+void release_capture_fence(int device, CUevent fence) noexcept;  // capture.cpp
 
 struct StreamState {
   CUstream handle = nullptr;
@@ -22,8 +25,24 @@ struct StreamState {
   // References: the owning Stream (if any) plus one per tracker slot naming this stream.
   std::atomic<std::int32_t> refs{1};
   std::atomic<std::int32_t> tracker_refs{0};
-  // Set while a cudakit capture scope captures this stream (graph.hpp).
+  // Set while a cudakit capture scope captures this stream (capture.hpp): the scope's
+  // internal state, which knows the capturing thread (DESIGN 9).
   std::atomic<void*> capture{nullptr};
+  // The thread that owns that capture, readable by any thread (the capture's own state
+  // may be freed the moment its capture ends).
+  std::atomic<std::thread::id> capture_owner{};
+  // Recorded on this stream just before it entered its latest capture: it stands for
+  // the work submitted before the capture. A stream outside the capture that must wait
+  // for that work waits on this event, since recording on a capturing stream would be
+  // captured instead (DESIGN 6). Created at the stream's first capture.
+  std::atomic<CUevent> capture_fence{nullptr};
+
+  StreamState() = default;
+  StreamState(const StreamState&) = delete;
+  StreamState& operator=(const StreamState&) = delete;
+  ~StreamState() {
+    if (CUevent fence = capture_fence.load(std::memory_order_relaxed)) release_capture_fence(device, fence);
+  }
 };
 
 inline void retain(StreamState* s) noexcept { s->refs.fetch_add(1, std::memory_order_relaxed); }

@@ -117,6 +117,7 @@ CUresult DevicePrimaryCtxRetain(CUcontext* ctx, CUdevice d) {
   if (!ctx) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("cuDevicePrimaryCtxRetain")) return r;  // stricter than the driver, on purpose
   ++D().primary_retains[d];
   *ctx = context_of(d);
   return CUDA_SUCCESS;
@@ -157,6 +158,7 @@ CUresult CtxGetDevice(CUdevice* d) {
 
 CUresult CtxSynchronize() {
   if (!tl_current) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult r = refuse_context_sync()) return r;
   std::lock_guard l(D().mutex);
   for (auto& [h, s] : D().streams) D().host_waits(s.clock);
   return CUDA_SUCCESS;
@@ -192,6 +194,7 @@ CUresult StreamCreateWithPriority(CUstream* out, unsigned flags, int priority) {
   if (!tl_current) return CUDA_ERROR_INVALID_CONTEXT;
   if (flags & ~unsigned(CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("cuStreamCreateWithPriority")) return r;  // stricter than the driver, on purpose
   auto h = reinterpret_cast<CUstream>(new StreamTag);
   FakeStream s;
   s.id = D().next_stream_id++;
@@ -232,6 +235,7 @@ CUresult check_stream(CUstream s) {
 CUresult StreamQuery(CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream(s)) return r;
+  if (CUresult r = refuse_if_capturing(s)) return r;
   D().host_waits(D().stream(s)->clock);
   return CUDA_SUCCESS;
 }
@@ -239,7 +243,7 @@ CUresult StreamQuery(CUstream s) {
 CUresult StreamSynchronize(CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream(s)) return r;
-  if (D().stream(s)->capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (CUresult r = refuse_if_capturing(s)) return r;
   D().host_waits(D().stream(s)->clock);
   return CUDA_SUCCESS;
 }
@@ -249,6 +253,7 @@ CUresult StreamWaitEvent(CUstream s, CUevent e, unsigned flags) {
   if (CUresult r = check_stream(s)) return r;
   FakeEvent* ev = D().event(e);
   if (!ev || flags != 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r; capture_event_wait(s, e, &r)) return r;
   Clock& c = D().stream(s)->clock;
   for (const auto& [k, v] : ev->snapshot) c[k] = std::max(c[k], v);
   return CUDA_SUCCESS;
@@ -259,6 +264,13 @@ CUresult LaunchHostFunc(CUstream s, CUhostFn fn, void* data) {
     std::lock_guard l(D().mutex);
     if (CUresult r = check_stream(s)) return r;
     if (!fn) return CUDA_ERROR_INVALID_VALUE;
+    CUresult captured = CUDA_SUCCESS;
+    auto replay = [fn, data](CUstream on) {
+      D().tick(on);
+      fn(data);
+      return CUDA_SUCCESS;
+    };
+    if (capture_operation(s, CU_GRAPH_NODE_TYPE_HOST, "cuLaunchHostFunc", replay, &captured)) return captured;
     D().tick(s);
   }
   fn(data);  // synchronous stream: the callback runs now, outside the fake's lock
@@ -307,6 +319,7 @@ CUresult EventCreate(CUevent* out, unsigned flags) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   if (!tl_current) return CUDA_ERROR_INVALID_CONTEXT;
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("cuEventCreate")) return r;  // stricter than the driver, on purpose
   auto h = reinterpret_cast<CUevent>(new EventTag);
   FakeEvent e;
   e.device = device_of(tl_current);
@@ -330,6 +343,7 @@ CUresult EventRecord(CUevent e, CUstream s) {
   if (CUresult r = check_stream(s)) return r;
   FakeEvent* ev = D().event(e);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r; capture_event_record(e, s, &r)) return r;
   ev->recorded = true;
   ev->snapshot = D().stream(s)->clock;
   return CUDA_SUCCESS;
@@ -339,6 +353,7 @@ CUresult EventQuery(CUevent e) {
   std::lock_guard l(D().mutex);
   FakeEvent* ev = D().event(e);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = refuse_captured_event(e)) return r;
   D().host_waits(ev->snapshot);
   return CUDA_SUCCESS;
 }
@@ -347,6 +362,7 @@ CUresult EventSynchronize(CUevent e) {
   std::lock_guard l(D().mutex);
   FakeEvent* ev = D().event(e);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = refuse_captured_event(e)) return r;
   D().host_waits(ev->snapshot);
   return CUDA_SUCCESS;
 }

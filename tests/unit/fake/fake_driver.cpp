@@ -25,6 +25,10 @@ bool intercept(EntryId id, CUresult* out) {
   d.call_log.push_back(id);
   // Error names never fail: they are how failures are reported.
   if (id == EntryId::GetErrorName || id == EntryId::GetErrorString) return false;
+  if (in_user_object_destructor)
+    d.problems.push_back(std::string(driver::entry_info(id).name) +
+                         " was called from a user object's destructor, which runs on a driver thread where no CUDA "
+                         "call is allowed");
   if (g_sticky != CUDA_SUCCESS && d.sticky_spares.count(id) == 0) {
     *out = g_sticky;
     d.failed_calls.emplace_back(id, g_sticky);

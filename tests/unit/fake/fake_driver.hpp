@@ -221,4 +221,49 @@ int device_of(CUcontext context);
 /// The calling thread's current context, read without a (counted) driver call.
 CUcontext current_context();
 
+// ---- stream capture, for the other area files (fake_graphs.cpp) ----
+
+/// For entries that submit work to `s`: when `s` is capturing, records `replay` (which
+/// issues the same operation on the stream it is given) as a node of the capture's graph,
+/// sets *result and returns true; the entry then returns *result without running the work.
+bool capture_operation(CUstream s, CUgraphNodeType type, const char* what, std::function<CUresult(CUstream)> replay,
+                       CUresult* result);
+/// For the driver's "potentially unsafe" calls (cuMemAlloc, cuMemFree, ...): when this
+/// thread may not make one now (capture modes, as the real driver rules), invalidates the
+/// offending captures and returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; else CUDA_SUCCESS.
+CUresult unsafe_call(const char* what);
+/// Synchronize or query of `s`: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and the capture
+/// invalidated) when `s` is capturing; else CUDA_SUCCESS.
+CUresult refuse_if_capturing(CUstream s);
+/// Context synchronize: refused while any stream captures.
+CUresult refuse_context_sync();
+/// cuEventRecord on a capturing stream makes a captured event (returns true, *result set);
+/// on another stream it forgets that the event was captured (returns false).
+bool capture_event_record(CUevent e, CUstream s, CUresult* result);
+/// cuStreamWaitEvent across capture boundaries: joins, merges and isolation errors.
+/// Returns true (with *result) when the capture rules decided the call.
+bool capture_event_wait(CUstream s, CUevent e, CUresult* result);
+/// Query or synchronize of an event last recorded in a capture: CUDA_ERROR_CAPTURED_EVENT.
+CUresult refuse_captured_event(CUevent e);
+/// True on the thread that runs a user object's destructor (no CUDA call is allowed there).
+extern thread_local bool in_user_object_destructor;
+
+// ---- graph helpers for tests (fake_graphs.cpp) ----
+
+/// A fake kernel for graph kernel nodes: its parameters have these sizes, and a replay
+/// runs `body` on the host with a pointer to each parameter's value. A body may call
+/// kernel_access() and set_conditional().
+CUfunction make_kernel(std::vector<std::size_t> parameter_sizes, std::function<void(void* const* params)> body);
+/// From a fake kernel's body: an access to device memory by the kernel, for the ordering
+/// model (on the stream the replay runs on).
+void kernel_access(std::uintptr_t begin, std::size_t bytes, bool write, const char* what);
+/// From a fake kernel's body: what cudaGraphSetConditional does on the device.
+void set_conditional(CUgraphConditionalHandle handle, unsigned value);
+/// While on, graph launches are queued instead of run: "replays still in flight". The
+/// user objects of a destroyed executable are released only when its queued replays ran.
+void defer_graph_replays(bool on);
+/// Runs the queued replays, in launch order.
+void run_pending_replays();
+std::size_t pending_replays();
+
 }  // namespace cudakit::fake

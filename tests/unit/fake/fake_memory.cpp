@@ -128,6 +128,7 @@ void pool_allocated(int device) {
 
 CUresult MemAlloc(CUdeviceptr* out, size_t bytes) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("cuMemAlloc")) return r;
   int d = current_device();
   if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
   if (!out) return CUDA_ERROR_INVALID_VALUE;
@@ -136,6 +137,7 @@ CUresult MemAlloc(CUdeviceptr* out, size_t bytes) {
 
 CUresult MemFree(CUdeviceptr p) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("cuMemFree")) return r;
   auto base = static_cast<std::uintptr_t>(p);
   // Synchronous free: the host must already know every access completed.
   if (auto it = D().allocations.find(base); it != D().allocations.end())
@@ -143,9 +145,17 @@ CUresult MemFree(CUdeviceptr p) {
   return free_memory(base, false);
 }
 
+// Graph memory nodes (stream-ordered allocation inside a capture) are not modelled.
+CUresult refuse_graph_memory(CUstream s, const char* what) {
+  if (!D().stream(s)->capturing) return CUDA_SUCCESS;
+  D().problems.push_back(std::string("fake: ") + what + " on a capturing stream (graph memory nodes are not modelled)");
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 CUresult MemAllocAsync(CUdeviceptr* out, size_t bytes, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
+  if (CUresult r = refuse_graph_memory(s, "cuMemAllocAsync")) return r;
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = allocate(out, bytes, D().stream(s)->device, true, false);
   if (r == CUDA_SUCCESS) {
@@ -159,6 +169,7 @@ CUresult MemAllocAsync(CUdeviceptr* out, size_t bytes, CUstream s) {
 CUresult MemFreeAsync(CUdeviceptr p, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
+  if (CUresult r = refuse_graph_memory(s, "cuMemFreeAsync")) return r;
   auto base = static_cast<std::uintptr_t>(p);
   auto it = D().allocations.find(base);
   if (it == D().allocations.end()) return CUDA_ERROR_INVALID_VALUE;
@@ -171,6 +182,7 @@ CUresult MemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
   if (!valid_range(p, n)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMSET, "cuMemsetD8Async", [=](CUstream on) { return MemsetD8Async(p, v, n, on); }, &r)) return r;
   D().tick(s);
   D().access(s, static_cast<std::uintptr_t>(p), n, true, "cuMemsetD8Async");
   std::memset(reinterpret_cast<void*>(p), v, n);
@@ -181,6 +193,7 @@ CUresult MemsetD16Async(CUdeviceptr p, unsigned short v, size_t n, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
   if (p % 2 || !valid_range(p, n * 2)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMSET, "cuMemsetD16Async", [=](CUstream on) { return MemsetD16Async(p, v, n, on); }, &r)) return r;
   D().tick(s);
   D().access(s, static_cast<std::uintptr_t>(p), n * 2, true, "cuMemsetD16Async");
   auto* d = reinterpret_cast<unsigned short*>(p);
@@ -192,6 +205,7 @@ CUresult MemsetD32Async(CUdeviceptr p, unsigned v, size_t n, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
   if (p % 4 || !valid_range(p, n * 4)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMSET, "cuMemsetD32Async", [=](CUstream on) { return MemsetD32Async(p, v, n, on); }, &r)) return r;
   D().tick(s);
   D().access(s, static_cast<std::uintptr_t>(p), n * 4, true, "cuMemsetD32Async");
   auto* d = reinterpret_cast<unsigned*>(p);
@@ -203,6 +217,7 @@ CUresult MemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
   if (!valid_range(dst, n) || !valid_range(src, n)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMCPY, "cuMemcpyDtoDAsync", [=](CUstream on) { return MemcpyDtoDAsync(dst, src, n, on); }, &r)) return r;
   D().tick(s);
   D().access(s, static_cast<std::uintptr_t>(src), n, false, "cuMemcpyDtoDAsync (source)");
   D().access(s, static_cast<std::uintptr_t>(dst), n, true, "cuMemcpyDtoDAsync (destination)");
@@ -214,6 +229,7 @@ CUresult MemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s)
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
   if (!valid_range(dst, n) || !src) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMCPY, "cuMemcpyHtoDAsync", [=](CUstream on) { return MemcpyHtoDAsync(dst, src, n, on); }, &r)) return r;
   D().tick(s);
   host_side(s, src, n, false, "cuMemcpyHtoDAsync");
   D().access(s, static_cast<std::uintptr_t>(dst), n, true, "cuMemcpyHtoDAsync");
@@ -225,6 +241,7 @@ CUresult MemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
   if (!valid_range(src, n) || !dst) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMCPY, "cuMemcpyDtoHAsync", [=](CUstream on) { return MemcpyDtoHAsync(dst, src, n, on); }, &r)) return r;
   D().tick(s);
   D().access(s, static_cast<std::uintptr_t>(src), n, false, "cuMemcpyDtoHAsync");
   host_side(s, dst, n, true, "cuMemcpyDtoHAsync");
@@ -237,6 +254,7 @@ CUresult MemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
 
 CUresult MemHostAlloc(void** pp, size_t bytes, unsigned flags) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("MemHostAlloc")) return r;
   int d = current_device();
   if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
   if (!pp) return CUDA_ERROR_INVALID_VALUE;
@@ -249,6 +267,7 @@ CUresult MemHostAlloc(void** pp, size_t bytes, unsigned flags) {
 
 CUresult MemFreeHost(void* p) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("MemFreeHost")) return r;
   auto base = reinterpret_cast<std::uintptr_t>(p);
   // Not stream-ordered: the host must already know every copy that used it completed.
   if (auto it = D().allocations.find(base); it != D().allocations.end() && it->second.pinned_host)
@@ -258,6 +277,7 @@ CUresult MemFreeHost(void* p) {
 
 CUresult MemHostRegister(void* p, size_t bytes, unsigned flags) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("MemHostRegister")) return r;
   if (current_device() < 0) return CUDA_ERROR_INVALID_CONTEXT;
   if (!p || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (flags & ~unsigned(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY))
@@ -274,6 +294,7 @@ CUresult MemHostRegister(void* p, size_t bytes, unsigned flags) {
 
 CUresult MemHostUnregister(void* p) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("MemHostUnregister")) return r;
   auto b = reinterpret_cast<std::uintptr_t>(p);
   auto it = D().host_registrations.find(b);
   if (it == D().host_registrations.end()) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
@@ -380,6 +401,7 @@ CUresult MemPoolTrimTo(CUmemoryPool pool, size_t keep) {
 CUresult MemAllocFromPoolAsync(CUdeviceptr* out, size_t bytes, CUmemoryPool pool, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
+  if (CUresult r = refuse_graph_memory(s, "cuMemAllocFromPoolAsync")) return r;
   int d = pool_device(pool);
   if (!out || d < 0) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = allocate(out, bytes, d, true, false);
@@ -400,6 +422,9 @@ CUresult MemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CU
   if (dd < 0 || sd < 0) return CUDA_ERROR_INVALID_CONTEXT;
   if (!valid_range(dst, n) || !valid_range(src, n)) return CUDA_ERROR_INVALID_VALUE;
   if (D().allocation_of(dst)->device != dd || D().allocation_of(src)->device != sd) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMCPY, "cuMemcpyPeerAsync",
+                                    [=](CUstream on) { return MemcpyPeerAsync(dst, dst_ctx, src, src_ctx, n, on); }, &r))
+    return r;
   D().tick(s);
   D().access(s, static_cast<std::uintptr_t>(src), n, false, "cuMemcpyPeerAsync (source)");
   D().access(s, static_cast<std::uintptr_t>(dst), n, true, "cuMemcpyPeerAsync (destination)");

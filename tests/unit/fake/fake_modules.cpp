@@ -2,6 +2,7 @@
 #include "fake_modules.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -182,6 +183,7 @@ void apply_jit(const FakeImage& image, unsigned n, const CUjit_option* keys, voi
 
 CUresult ModuleLoadDataEx(CUmodule* out, const void* code, unsigned n, CUjit_option* keys, void** values) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("a module load or unload")) return r;  // stricter than the driver, on purpose
   if (!out || !code) return CUDA_ERROR_INVALID_VALUE;
   int device = current_device();
   if (device < 0) return CUDA_ERROR_INVALID_CONTEXT;
@@ -200,6 +202,7 @@ CUresult ModuleLoadDataEx(CUmodule* out, const void* code, unsigned n, CUjit_opt
 
 CUresult ModuleUnload(CUmodule mod) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("a module load or unload")) return r;  // stricter than the driver, on purpose
   if (!D().destroyed("module", mod)) return CUDA_ERROR_INVALID_HANDLE;
   auto m = reinterpret_cast<FakeModule*>(mod);
   for (const auto& f : m->functions) forget_function(f.get());
@@ -250,6 +253,7 @@ CUresult ModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
 CUresult LibraryLoadData(CUlibrary* out, const void* code, CUjit_option* keys, void** values, unsigned n,
                          CUlibraryOption*, void**, unsigned) {
   std::lock_guard l(D().mutex);
+  if (CUresult r = unsafe_call("a module load or unload")) return r;  // stricter than the driver, on purpose
   if (!out || !code) return CUDA_ERROR_INVALID_VALUE;
   auto image = find_image(code);
   if (!image) return CUDA_ERROR_INVALID_IMAGE;
@@ -434,6 +438,24 @@ CUresult launch(CUfunction fn, const unsigned grid[3], const unsigned block[3], 
   const FakeKernel& k = *f->kernel;
   if (!k.params.empty() && params == nullptr) return CUDA_ERROR_INVALID_VALUE;
 
+  {
+    // On a capturing stream the launch becomes a kernel node that replays it (fake_graphs.cpp).
+    std::vector<std::vector<unsigned char>> values;
+    for (std::size_t i = 0; i < k.params.size(); ++i) {
+      auto* p = static_cast<const unsigned char*>(params[i]);
+      values.emplace_back(p, p + k.params[i].size);
+    }
+    std::vector<CUlaunchAttribute> attributes(attrs, attrs + nattrs);
+    std::array<unsigned, 3> g{grid[0], grid[1], grid[2]}, b{block[0], block[1], block[2]};
+    auto replay = [fn, g, b, shared, values, attributes, through_ex](CUstream on) mutable {
+      LaunchScope scope;
+      std::vector<void*> pointers;
+      for (auto& v : values) pointers.push_back(v.data());
+      return launch(fn, g.data(), b.data(), shared, on, pointers.empty() ? nullptr : pointers.data(), nullptr,
+                    attributes.data(), static_cast<unsigned>(attributes.size()), through_ex);
+    };
+    if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_KERNEL, "cuLaunchKernel", replay, &r)) return r;
+  }
   FakeLaunch launch;
   launch.kernel = k.name;
   launch.stream = s;
@@ -521,6 +543,23 @@ CUresult OccupancyMaxPotentialClusterSize(int* n, CUfunction fn, const CUlaunchC
 }
 
 }  // namespace
+
+// ---- for the graph area ----
+
+bool function_parameter_sizes(CUfunction fn, std::vector<std::size_t>* sizes) {
+  std::lock_guard l(D().mutex);
+  FakeFunction* f = live_function(fn);
+  if (f == nullptr) return false;
+  sizes->clear();
+  for (const FakeParam& p : f->kernel->params) sizes->push_back(p.size);
+  return true;
+}
+
+CUresult replay_kernel(CUfunction fn, const unsigned grid[3], const unsigned block[3], unsigned shared, CUstream s,
+                       void** params) {
+  LaunchScope scope;
+  return launch(fn, grid, block, shared, s, params, nullptr, nullptr, 0, false);
+}
 
 // ---- the test-facing API ----
 

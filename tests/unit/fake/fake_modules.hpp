@@ -91,6 +91,12 @@ std::vector<FakeLaunch> launches();
 /// The JIT option keys of the last module or library load.
 std::vector<CUjit_option> last_jit_options();
 
+/// For the graph area (fake_graphs.cpp): the parameter sizes of a live fake function
+/// (false when `f` is not one), and a graph replay of a kernel node as a launch on `s`.
+bool function_parameter_sizes(CUfunction f, std::vector<std::size_t>* sizes);
+CUresult replay_kernel(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shared, CUstream s,
+                       void** params);
+
 /// Depth of fake launch entries on this thread: a heap-counting test ignores what the fake
 /// itself allocates (its launch log, the kernel bodies) while this is nonzero.
 extern thread_local int inside_fake_launch;

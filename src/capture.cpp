@@ -1,0 +1,421 @@
+// Stream capture: the scope, the tracking hook, joins and forks (DESIGN 6 and 9).
+//
+// Note [Tracking inside a capture]. Work on a capturing stream runs only when the graph
+// is launched, perhaps never, perhaps a thousand times, perhaps on another stream. So a
+// use inside a capture must not change the buffer's live tracking (its last writer stays
+// the stream that really wrote it), and must not wait for anything recorded before the
+// capture (the driver refuses that: STREAM_CAPTURE_ISOLATION). Instead the capture
+//   - records the buffer in the graph's resources (kept alive; ordered at each launch,
+//     graph_exec.cpp), and
+//   - orders uses across the capture's own streams, like live tracking does across live
+//     streams: an event recorded on one captured stream and waited on another, which the
+//     driver turns into a graph edge.
+// A stream outside the capture that must wait for a capturing stream's earlier work waits
+// on that stream's capture fence, recorded just before the stream entered the capture.
+#include "cudakit/capture.hpp"
+
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+
+#include "cudakit/detail/capture_guard.hpp"
+#include "cudakit/driver.hpp"
+#include "cudakit/error.hpp"
+#include "cudakit/kernel.hpp"
+#include "cudakit/memory_pool.hpp"
+#include "detail/capture_state.hpp"
+#include "detail/deferred.hpp"
+#include "detail/device_state.hpp"
+#include "detail/event_pool.hpp"
+
+namespace cudakit {
+
+using driver::cu;
+
+namespace detail {
+
+thread_local int strict_captures_on_this_thread = 0;
+std::atomic<int> global_mode_captures{0};
+
+namespace {
+
+[[maybe_unused]] const bool capture_hook_installed = (capture_use_hook = &capture_use, true);
+
+std::string thread_words(std::thread::id id) {
+  std::ostringstream out;
+  out << "thread " << id;
+  return out.str();
+}
+
+std::string stream_words(const StreamState* s) {
+  return describe(Resource::of(ResourceKind::stream, s->handle, s->device));
+}
+
+Resource stream_resource(const StreamState* s) { return Resource::of(ResourceKind::stream, s->handle, s->device); }
+
+CUstreamCaptureMode driver_mode(CaptureMode mode) {
+  switch (mode) {
+    case CaptureMode::per_thread: return CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    case CaptureMode::global: return CU_STREAM_CAPTURE_MODE_GLOBAL;
+    case CaptureMode::relaxed: return CU_STREAM_CAPTURE_MODE_RELAXED;
+  }
+  return CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+}
+
+// The captures in progress, by the driver's capture id: a stream that joins a capture
+// through a raw event wait is found here.
+std::mutex registry_mutex;
+std::unordered_map<std::uint64_t, CaptureState*>& registry() {
+  static auto* m = new std::unordered_map<std::uint64_t, CaptureState*>;
+  return *m;
+}
+
+void count_capture(CaptureMode mode, int delta) {
+  if (mode != CaptureMode::relaxed) strict_captures_on_this_thread += delta;
+  if (mode == CaptureMode::global) global_mode_captures.fetch_add(delta, std::memory_order_relaxed);
+  active_captures.fetch_add(delta, std::memory_order_acq_rel);
+}
+
+// Records `s`'s capture fence: the work submitted to it so far (it is not capturing yet).
+void record_fence(StreamState* s) {
+  CUevent fence = s->capture_fence.load(std::memory_order_acquire);
+  if (fence == nullptr) {
+    CaptureTolerantScope tolerant;
+    CUevent made = acquire_pooled_event(s->device);
+    if (s->capture_fence.compare_exchange_strong(fence, made, std::memory_order_acq_rel)) fence = made;
+    else release_pooled_event(s->device, made);
+  }
+  check(cu.EventRecord(fence, s->handle), "cuEventRecord", stream_resource(s));
+}
+
+void join(CaptureState* c, StreamState* s) {
+  c->members.reserve(c->members.size() + 1);
+  retain(s);
+  c->members.push_back(s);
+  s->capture_owner.store(c->owner, std::memory_order_release);
+  s->capture.store(c, std::memory_order_release);
+}
+
+// Everything a device needs that a capture may touch for the first time: done before
+// the capture so that lazy set-up does not happen inside it (DESIGN 6).
+void prepare_for_capture(int device) {
+  ContextRef(library_context(device), device).make_current();
+  service_stream(device);
+  configure_default_pool(device);
+  constexpr int warm_events = 4;
+  CUevent events[warm_events] = {};
+  int got = 0;
+  try {
+    for (; got < warm_events; ++got) events[got] = acquire_pooled_event(device);
+  } catch (...) {
+    for (int i = 0; i < got; ++i) release_pooled_event(device, events[i]);
+    throw;
+  }
+  for (int i = 0; i < got; ++i) release_pooled_event(device, events[i]);
+}
+
+bool contains(const std::vector<StreamState*>& v, const StreamState* s) {
+  for (const StreamState* x : v)
+    if (x == s) return true;
+  return false;
+}
+
+}  // namespace
+
+void release_capture_fence(int device, CUevent fence) noexcept { release_pooled_event(device, fence); }
+
+void refuse_submission_from_other_thread(StreamState* state, const char* what) {
+  if (state->capture.load(std::memory_order_acquire) == nullptr) return;
+  std::thread::id owner = state->capture_owner.load(std::memory_order_acquire);
+  std::thread::id me = std::this_thread::get_id();
+  if (owner == me || owner == std::thread::id{}) return;
+  throw CaptureError(std::string(what) + " on " + stream_words(state) + " from " + thread_words(me) +
+                     " refused: the stream is being captured into a graph by " + thread_words(owner) +
+                     ", and work from another thread would land silently in that graph (DESIGN 9); submit it from the "
+                     "capturing thread, or to another stream");
+}
+
+CaptureTolerantScope::CaptureTolerantScope() noexcept {
+  if (active_captures.load(std::memory_order_relaxed) == 0) return;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  try {
+    if (cu.ThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS) {
+      previous_ = mode;
+      exchanged_ = true;
+    }
+  } catch (...) {
+  }
+}
+
+CaptureTolerantScope::~CaptureTolerantScope() {
+  if (!exchanged_) return;
+  CUstreamCaptureMode mode = previous_;
+  try {
+    cu.ThreadExchangeStreamCaptureMode(&mode);
+  } catch (...) {
+  }
+}
+
+// ---- the tracking hook (Note [Tracking inside a capture]) ----
+
+void capture_use(void* capture, Allocation* allocation, StreamRef stream, Access access) {
+  StreamState* s = stream_state_of(stream);
+  if (s->capture_owner.load(std::memory_order_acquire) != std::this_thread::get_id()) {
+    std::ostringstream what;
+    what << "a use of buffer 0x" << std::hex << allocation->pointer;
+    refuse_submission_from_other_thread(s, what.str().c_str());
+  }
+  auto* c = static_cast<CaptureState*>(capture);  // ours: this thread owns the capture
+  c->resources->add_use(allocation, access);
+  if (manual_ordering_depth != 0) return;
+  CaptureState::Order& o = c->order[allocation];
+  if (access == Access::read) {
+    if (o.writer == s || contains(o.readers, s)) return;
+    if (o.writer != nullptr) order_after(s->handle, o.writer->handle, o.writer->device);
+    o.readers.push_back(s);
+    return;
+  }
+  if (o.writer != nullptr && o.writer != s) order_after(s->handle, o.writer->handle, o.writer->device);
+  for (StreamState* r : o.readers)
+    if (r != s) order_after(s->handle, r->handle, r->device);
+  o.readers.clear();
+  o.writer = s;
+}
+
+void note_launch_in_capture(StreamRef stream, const Function& function) {
+  StreamState* s = stream_state_of(stream);
+  auto* c = static_cast<CaptureState*>(s->capture.load(std::memory_order_acquire));
+  if (c == nullptr) return;
+  if (s->capture_owner.load(std::memory_order_acquire) != std::this_thread::get_id())
+    refuse_submission_from_other_thread(s, ("a launch of kernel '" + function.name() + "'").c_str());
+  if (c->kernels.insert(&function.state()).second) c->resources->keep(std::make_shared<const Function>(function));
+}
+
+// ---- joins ----
+
+void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, StreamState* from_state) {
+  void* to_capture = to_state->capture.load(std::memory_order_acquire);
+  void* from_capture = from_state->capture.load(std::memory_order_acquire);
+  if (from_capture != nullptr) refuse_submission_from_other_thread(from_state, "cuEventRecord");
+  if (to_capture != nullptr) refuse_submission_from_other_thread(to_state, "cuStreamWaitEvent");
+  if (from_capture == to_capture) {  // neither captures, or both are in one capture (a graph edge)
+    order_after(to.handle(), from.handle(), from.device_ordinal());
+    return;
+  }
+  if (to_capture == nullptr) {
+    // A fork: `to` joins `from`'s capture. Its work so far stays outside (its fence).
+    record_fence(to_state);
+    order_after(to.handle(), from.handle(), from.device_ordinal());
+    join(static_cast<CaptureState*>(from_capture), to_state);
+    return;
+  }
+  if (from_capture == nullptr)
+    throw CaptureError(stream_words(to_state) + " is capturing and cannot wait for work outside its capture (on " +
+                       stream_words(from_state) + "): a graph cannot depend on work outside it (DESIGN 6); order "
+                       "that work before the capture begins (the graph's launch waits for it)");
+  throw CaptureError(stream_words(to_state) + " and " + stream_words(from_state) +
+                     " are in two different captures; a wait between them would merge the captures, which is not "
+                     "supported");
+}
+
+void before_event_wait(StreamRef, StreamState* state) {
+  if (state->capture.load(std::memory_order_acquire) == nullptr) record_fence(state);
+}
+
+void after_event_wait(StreamRef stream, StreamState* state) {
+  if (state->capture.load(std::memory_order_acquire) != nullptr) return;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  CUresult r = cu.StreamGetCaptureInfo(stream.handle(), &status, &id, nullptr, nullptr, nullptr);
+  if (r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return;
+  CaptureState* c = nullptr;
+  {
+    std::lock_guard lock(registry_mutex);
+    auto it = registry().find(id);
+    if (it != registry().end()) c = it->second;
+  }
+  if (c == nullptr) return;  // a capture cudakit did not begin
+  if (c->owner != std::this_thread::get_id())
+    throw CaptureError("cuStreamWaitEvent on " + stream_words(state) + " from " + thread_words(std::this_thread::get_id()) +
+                       " made it join a capture owned by " + thread_words(c->owner) +
+                       "; work from another thread must not enter that graph (DESIGN 9)");
+  join(c, state);
+}
+
+void wait_for_stream_work(CUstream to, int, StreamState* from) {
+  if (!from->alive.load(std::memory_order_acquire)) return;  // a dead stream's work completed
+  if (from->capture.load(std::memory_order_acquire) != nullptr) {
+    CUevent fence = from->capture_fence.load(std::memory_order_acquire);
+    if (fence == nullptr)
+      throw CaptureError("a buffer last used on " + stream_words(from) +
+                         ", which is capturing now, is used on another stream outside that capture, and its earlier "
+                         "work cannot be waited for from there: use the buffer inside the capture, or before it begins");
+    check(cu.StreamWaitEvent(to, fence, 0), "cuStreamWaitEvent", Resource::of(ResourceKind::stream, to, from->device));
+    return;
+  }
+  order_after(to, from->handle, from->device);
+}
+
+}  // namespace detail
+
+// ---- the scope ----
+
+Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mode) {
+  using namespace detail;
+  stream.require_handle("cuStreamBeginCapture");
+  StreamState* s = stream_state_of(stream);
+  Resource res = stream_resource(s);
+  check_not_poisoned("cuStreamBeginCapture", res);
+  if (s->capture.load(std::memory_order_acquire) != nullptr)
+    throw CaptureError(stream_words(s) + " is already capturing (a capture on it, or one it joined, is in progress); "
+                       "captures do not nest");
+  run_deferred_tasks_if_any();
+  prepare_for_capture(s->device);
+  record_fence(s);
+
+  auto state = std::make_unique<CaptureState>();
+  state->owner = std::this_thread::get_id();
+  state->mode = mode;
+  state->device = s->device;
+  state->members.reserve(4);
+  state->resources = new GraphResources(s->device);
+  std::unique_ptr<GraphResources, void (*)(GraphResources*)> resources(state->resources,
+                                                                       [](GraphResources* r) { r->release(); });
+
+  check(cu.StreamBeginCapture(stream.handle(), driver_mode(mode)), "cuStreamBeginCapture", res);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  CUresult r = cu.StreamGetCaptureInfo(stream.handle(), &status, &id, nullptr, nullptr, nullptr);
+  if (r != CUDA_SUCCESS) {
+    CUgraph partial = nullptr;
+    if (cu.StreamEndCapture(stream.handle(), &partial) == CUDA_SUCCESS && partial != nullptr) cu.GraphDestroy(partial);
+    check(r, "cuStreamGetCaptureInfo", res);
+  }
+  state->id = id;
+  {
+    std::lock_guard lock(registry_mutex);
+    registry()[id] = state.get();
+  }
+  join(state.get(), s);
+  count_capture(mode, +1);
+  resources.release();
+  state_ = state.release();
+}
+
+CUgraph Capture::finish(bool throwing) {
+  using namespace detail;
+  CaptureState* c = state_;
+  StreamState* origin = c->members.front();
+  Resource res = stream_resource(origin);
+  if (c->mode != CaptureMode::relaxed && c->owner != std::this_thread::get_id()) {
+    std::string message = "the capture on " + stream_words(origin) + " was begun by " + thread_words(c->owner) +
+                          " and must end there (" + thread_words(std::this_thread::get_id()) +
+                          " tried); only a relaxed capture may end on another thread";
+    if (throwing) throw CaptureError(message, CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+    park_error({CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "~Capture", message});
+  }
+
+  // Join every stream that joined the capture back into the origin (a fork left unjoined
+  // fails the capture: STREAM_CAPTURE_UNJOINED).
+  for (std::size_t i = 1; i < c->members.size(); ++i) {
+    try {
+      order_after(origin->handle, c->members[i]->handle, c->members[i]->device);
+    } catch (...) {
+      // The end below reports what went wrong with the capture.
+    }
+  }
+  CUgraph graph = nullptr;
+  CUresult r = CUDA_SUCCESS;
+  try {
+    r = cu.StreamEndCapture(origin->handle, &graph);
+  } catch (...) {
+    r = CUDA_ERROR_UNKNOWN;
+  }
+
+  // Bookkeeping, whatever the outcome: every stream of the capture has left it.
+  state_ = nullptr;
+  for (StreamState* m : c->members) {
+    m->capture.store(nullptr, std::memory_order_release);
+    m->capture_owner.store(std::thread::id{}, std::memory_order_release);
+  }
+  {
+    std::lock_guard lock(registry_mutex);
+    auto it = registry().find(c->id);
+    if (it != registry().end() && it->second == c) registry().erase(it);
+  }
+  if (c->owner == std::this_thread::get_id() || c->mode == CaptureMode::relaxed) count_capture(c->mode, -1);
+  else active_captures.fetch_sub(1, std::memory_order_acq_rel);
+  for (StreamState* m : c->members) release(m);
+  std::unique_ptr<CaptureState> owned(c);
+
+  if (r != CUDA_SUCCESS) {
+    if (graph != nullptr) cu.GraphDestroy(graph);
+    c->resources->release();
+    run_deferred_tasks_if_any();
+    if (throwing) check(r, "cuStreamEndCapture", res);
+    if (!is_capture_error(r)) park_driver_error(r, "cuStreamEndCapture", res, "~Capture");
+    return nullptr;
+  }
+  return graph;
+}
+
+std::optional<Graph> Capture::end() {
+  using namespace detail;
+  if (state_ == nullptr) throw CaptureError("Capture::end: the capture has already ended");
+  GraphResources* resources = state_->resources;  // one reference, ours now
+  int device = state_->device;
+  CUgraph graph = finish(true);
+  std::unique_ptr<GraphResources, void (*)(GraphResources*)> held(resources, [](GraphResources* r) { r->release(); });
+  std::size_t nodes = 0;
+  CUresult r = cu.GraphGetNodes(graph, nullptr, &nodes);
+  if (r != CUDA_SUCCESS || nodes == 0) {
+    CUresult d = cu.GraphDestroy(graph);
+    if (d != CUDA_SUCCESS) park_driver_error(d, "cuGraphDestroy", Resource::of(ResourceKind::graph, graph, device), "capture end");
+    check(r, "cuGraphGetNodes", Resource::of(ResourceKind::graph, graph, device));
+    held.reset();
+    run_deferred_tasks_if_any();
+    return std::nullopt;  // an empty capture yields no graph
+  }
+  Graph result(graph, device, resources);  // takes the graph; its user object holds the resources
+  held.reset();
+  run_deferred_tasks_if_any();
+  return result;
+}
+
+Graph Capture::end_nonempty() {
+  StreamRef stream = stream_;
+  std::optional<Graph> graph = end();
+  if (!graph)
+    throw EmptyCapture("the capture on " + describe(Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal())) +
+                       " recorded no work (capture_nonempty needs at least one node)");
+  return std::move(*graph);
+}
+
+Capture::~Capture() {
+  if (state_ == nullptr) return;
+  try {
+    detail::GraphResources* resources = state_->resources;
+    CUgraph graph = finish(false);
+    if (graph != nullptr) {
+      CUresult r = cu.GraphDestroy(graph);
+      if (r != CUDA_SUCCESS)
+        park_driver_error(r, "cuGraphDestroy", Resource::of(ResourceKind::graph, graph, stream_.device_ordinal()),
+                          "~Capture");
+      resources->release();
+    }
+    detail::run_deferred_tasks_if_any();
+  } catch (const std::exception& e) {
+    park_error({CUDA_SUCCESS, "~Capture", e.what()});
+  }
+}
+
+bool is_capturing(StreamRef stream) {
+  stream.require_handle("cuStreamIsCapturing");
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  check(cu.StreamIsCapturing(stream.handle(), &status), "cuStreamIsCapturing",
+        Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal()));
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+}  // namespace cudakit

@@ -1,0 +1,61 @@
+// Internal: the state of one cudakit capture, pointed to by StreamState::capture of every
+// stream in it (DESIGN 6 and 9).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "cudakit/capture.hpp"
+#include "cudakit/detail/allocation.hpp"
+#include "cudakit/detail/stream_state.hpp"
+#include "detail/graph_resources.hpp"
+
+namespace cudakit::detail {
+
+struct CaptureState {
+  std::thread::id owner;  // the thread that began the capture (DESIGN 9)
+  CaptureMode mode = CaptureMode::per_thread;
+  int device = -1;
+  std::uint64_t id = 0;  // the driver's capture id
+  // The streams in the capture, the origin first; each retained, its `capture` set.
+  std::vector<StreamState*> members;
+  GraphResources* resources = nullptr;  // one reference, handed to the graph at the end
+  // Ordering inside the capture (the buffers' live tracking is left alone): per buffer,
+  // the captured stream that wrote it last and those that read it since.
+  struct Order {
+    StreamState* writer = nullptr;
+    std::vector<StreamState*> readers;
+  };
+  std::unordered_map<Allocation*, Order> order;
+  // The kernels launched in the capture (their state), each kept once by the graph.
+  std::unordered_set<const void*> kernels;
+};
+
+/// The state cudakit keeps for `stream` (a borrowed stream's from the registry).
+StreamState* stream_state_of(StreamRef stream);
+
+/// The capture hook: records a buffer use on a captured stream (tracking.cpp calls it).
+void capture_use(void* capture, Allocation* allocation, StreamRef stream, Access access);
+
+/// `to` waits for the work submitted to `from` so far (StreamRef::wait between two
+/// streams while captures are in progress): joins `to` into `from`'s capture when `from`
+/// is capturing, refuses what cannot be captured.
+void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, StreamState* from_state);
+
+/// Before a stream that is not capturing waits for an event while captures are in
+/// progress: records its capture fence, in case the wait makes it join a capture.
+void before_event_wait(StreamRef stream, StreamState* state);
+/// After that wait: if the driver now says the stream is in a cudakit capture, joins it.
+void after_event_wait(StreamRef stream, StreamState* state);
+
+/// `to` waits for what `from` has submitted that it can wait for: nothing when `from` is
+/// dead (its work completed), the capture fence when `from` is capturing (the work before
+/// its capture; work inside it runs only when the graph is launched), otherwise all of it.
+void wait_for_stream_work(CUstream to, int device, StreamState* from);
+
+}  // namespace cudakit::detail

@@ -1,0 +1,90 @@
+// Internal: what a graph keeps alive (DESIGN 4 and 6): the buffers its nodes touch, with
+// how they touch them (for launch-time tracking), the callables of its host nodes, and
+// the resources of graphs embedded in it.
+//
+// Reference counted. Held by the CUDA user object of every graph that uses it (so the
+// driver releases it only after the graph and its executables are destroyed and their
+// launches completed; the release then goes through the deferred queue) and briefly by
+// cudakit code that works on it. The last release frees the buffers (stream-ordered after
+// every stream that used them, tracking.cpp) and the callables.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "cudakit/detail/allocation.hpp"
+#include "cudakit/graph.hpp"
+#include "cudakit/stream.hpp"
+
+namespace cudakit::detail {
+
+class GraphResources {
+ public:
+  explicit GraphResources(int device) : device_(device) {}
+  GraphResources(const GraphResources&) = delete;
+  GraphResources& operator=(const GraphResources&) = delete;
+
+  int device() const noexcept { return device_; }
+
+  void retain() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  /// Drops a reference; the last frees what is held. Call on a cudakit thread, never in a
+  /// driver callback (Allocation::release may call the driver).
+  void release() noexcept;
+
+  /// Keeps `allocation` alive and remembers its use (a write wins over a read).
+  void add_use(Allocation* allocation, Access access);
+  void add_uses(const std::vector<BufferUse>& uses);
+  /// Owns `callback`; returns the pointer a host node is given.
+  HostCallback* add_callback(std::unique_ptr<HostCallback> callback);
+  /// Keeps `child` alive and takes over its uses (an embedded or cloned graph).
+  void add_child(GraphResources* child);
+  /// Keeps anything else alive: a kernel's handle, which keeps its module loaded.
+  void keep(std::shared_ptr<const void> object);
+
+  /// The uses now, for an executable's launch-time tracking.
+  std::vector<BufferUse> uses() const;
+  std::size_t use_count() const;
+
+ private:
+  ~GraphResources();
+
+  int device_;
+  std::atomic<int> refs_{1};
+  mutable std::mutex mutex_;
+  std::vector<BufferUse> uses_;
+  std::unordered_map<Allocation*, std::size_t> index_;  // allocation -> position in uses_
+  std::vector<std::unique_ptr<HostCallback>> callbacks_;
+  std::vector<GraphResources*> children_;
+  std::vector<std::shared_ptr<const void>> kept_;
+};
+
+/// The graph handle a Graph owner and its executables share, so that node handles stay
+/// valid for as long as an executable may name them (DESIGN 4). The last reference
+/// destroys the graph (which drops its user object: see GraphResources).
+struct GraphCore {
+  CUgraph handle = nullptr;
+  int device = -1;
+  GraphResources* resources = nullptr;  // alive while the graph is (its user object holds it)
+  std::atomic<int> refs{1};
+};
+void retain(GraphCore* core) noexcept;
+void release(GraphCore* core) noexcept;
+
+/// A raw kernel's arguments (their sizes) against its parameter info, where this driver
+/// has cuFuncGetParamInfo and knows the function; InvalidArgument on a mismatch.
+void check_raw_arguments(CUfunction function, const std::size_t* sizes, std::size_t count);
+
+/// Gives `graph` a CUDA user object holding one reference to `resources` (taken here).
+/// Throws DriverError when the driver refuses; the reference is then not taken.
+void attach_to_graph(CUgraph graph, GraphResources* resources);
+
+/// The trampoline of host nodes and captured host callbacks: runs the callback (which the
+/// graph owns, so it is not freed) and parks what it throws.
+void CUDA_CB run_graph_host_callback(void* callback) noexcept;
+
+}  // namespace cudakit::detail

@@ -1,0 +1,427 @@
+// Graphs: the owner, inspection, and explicit building (graph.hpp).
+#include "cudakit/graph.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "cudakit/driver.hpp"
+#include "cudakit/error.hpp"
+#include "detail/deferred.hpp"
+#include "detail/device_state.hpp"
+#include "detail/graph_resources.hpp"
+
+namespace cudakit {
+
+using driver::cu;
+
+namespace {
+
+Resource graph_resource(CUgraph g, int device) { return Resource::of(ResourceKind::graph, g, device); }
+
+CUcontext context_of(int device) {
+  CUcontext ctx = detail::library_context(device);
+  ContextRef(ctx, device).make_current();
+  return ctx;
+}
+
+}  // namespace
+
+// A raw kernel's arguments against its parameter info, where this driver has
+// cuFuncGetParamInfo and knows the function (DESIGN 10).
+void detail::check_raw_arguments(CUfunction function, const std::size_t* sizes, std::size_t count) {
+  if (!driver::has(driver::EntryId::FuncGetParamInfo)) return;
+  for (std::size_t i = 0; i <= count; ++i) {
+    std::size_t offset = 0, size = 0;
+    CUresult r = cu.FuncGetParamInfo(function, i, &offset, &size);
+    if (i == count) {
+      if (r == CUDA_SUCCESS)
+        throw InvalidArgument("add_kernel: the kernel takes more than the " + std::to_string(count) +
+                              " argument(s) given");
+      return;
+    }
+    if (r == CUDA_ERROR_INVALID_VALUE)
+      throw InvalidArgument("add_kernel: the kernel takes " + std::to_string(i) + " argument(s), " +
+                            std::to_string(count) + " were given");
+    if (r != CUDA_SUCCESS) return;  // this driver cannot tell: the driver checks at instantiation
+    if (size != sizes[i])
+      throw InvalidArgument("add_kernel: argument " + std::to_string(i + 1) + " of the kernel is " +
+                            std::to_string(size) + " bytes, the value given is " + std::to_string(sizes[i]) + " bytes");
+  }
+}
+
+// ---- GraphNode ----
+
+CUgraphNodeType GraphNode::type() const {
+  if (handle_ == nullptr) detail::throw_empty_handle("GraphNode");
+  CUgraphNodeType t = CU_GRAPH_NODE_TYPE_EMPTY;
+  check(cu.GraphNodeGetType(handle_, &t), "cuGraphNodeGetType", Resource::none());
+  return t;
+}
+
+// ---- GraphRef: inspection ----
+
+void GraphRef::require_handle(const char* call) const {
+  if (handle_ == nullptr) [[unlikely]]
+    throw EmptyHandle(std::string(call) + ": use of an empty Graph (moved-from or default-constructed)");
+}
+
+std::size_t GraphRef::node_count() const {
+  require_handle("cuGraphGetNodes");
+  std::size_t n = 0;
+  check(cu.GraphGetNodes(handle_, nullptr, &n), "cuGraphGetNodes", graph_resource(handle_, device_));
+  return n;
+}
+
+std::vector<GraphNode> GraphRef::nodes() const {
+  std::size_t n = node_count();
+  std::vector<CUgraphNode> raw(n);
+  if (n != 0) check(cu.GraphGetNodes(handle_, raw.data(), &n), "cuGraphGetNodes", graph_resource(handle_, device_));
+  std::vector<GraphNode> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) out.emplace_back(raw[i]);
+  return out;
+}
+
+std::vector<GraphNode> GraphRef::kernel_nodes() const {
+  std::vector<GraphNode> out;
+  for (GraphNode n : nodes())
+    if (n.type() == CU_GRAPH_NODE_TYPE_KERNEL) out.push_back(n);
+  return out;
+}
+
+void GraphRef::write_dot(const std::string& path, bool verbose) const {
+  require_handle("cuGraphDebugDotPrint");
+  check(cu.GraphDebugDotPrint(handle_, path.c_str(), verbose ? CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE : 0),
+        "cuGraphDebugDotPrint", graph_resource(handle_, device_));
+}
+
+std::string GraphRef::dot(bool verbose) const {
+  require_handle("cuGraphDebugDotPrint");
+  std::string path = (std::filesystem::temp_directory_path() / "cudakit-graph-XXXXXX").string();
+  int fd = ::mkstemp(path.data());
+  if (fd < 0) throw Error("GraphRef::dot: cannot create a temporary file in " + std::filesystem::temp_directory_path().string());
+  ::close(fd);
+  struct Remove {
+    std::string path;
+    ~Remove() { std::remove(path.c_str()); }
+  } remove{path};
+  write_dot(path, verbose);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// ---- GraphRef: building ----
+
+void GraphRef::check_same_size(std::size_t destination, std::size_t source, const char* call) {
+  if (destination != source)
+    throw InvalidArgument(std::string(call) + ": the destination has " + std::to_string(destination) +
+                          " elements and the source " + std::to_string(source) + "; a copy needs equal extents");
+}
+
+GraphNode GraphRef::add_empty(const Dependencies& after) const {
+  require_handle("cuGraphAddEmptyNode");
+  CUgraphNode node = nullptr;
+  check(cu.GraphAddEmptyNode(&node, handle_, after.data(), after.size()), "cuGraphAddEmptyNode",
+        graph_resource(handle_, device_));
+  return GraphNode(node);
+}
+
+GraphNode GraphRef::add_kernel_node(const Function* function, CUfunction raw, const LaunchConfig& config,
+                                    void** params, const detail::BufferUse* uses, std::size_t count,
+                                    const std::size_t* sizes, const Dependencies& after) const {
+  require_handle("cuGraphAddKernelNode");
+  CUfunction handle = function != nullptr ? function->handle() : raw;
+  if (handle == nullptr) throw InvalidArgument("add_kernel: the kernel is empty (a null function)");
+  if (function != nullptr && function->device_ordinal() != device_)
+    throw InvalidArgument("add_kernel: kernel '" + function->name() + "' is loaded on device " +
+                          std::to_string(function->device_ordinal()) + ", the graph belongs to device " +
+                          std::to_string(device_));
+  if (config.has_attributes())
+    throw InvalidArgument("add_kernel: a kernel node takes a grid, a block and dynamic shared memory; launch "
+                          "attributes (clusters, cooperative launches, priorities, programmatic dependent launch) are "
+                          "not supported in explicit nodes: capture such a launch instead");
+  if (config.shared_memory_bytes > 0xffffffffu) throw InvalidArgument("add_kernel: dynamic shared memory too large");
+  for (std::size_t i = 0; i < count; ++i)
+    if (uses[i].allocation != nullptr && uses[i].allocation->device != device_)
+      throw InvalidArgument("add_kernel: argument " + std::to_string(i + 1) + " is a buffer on device " +
+                            std::to_string(uses[i].allocation->device) + ", the graph belongs to device " +
+                            std::to_string(device_));
+  if (function == nullptr && sizes != nullptr) detail::check_raw_arguments(handle, sizes, count);
+  Resource res = graph_resource(handle_, device_);
+  check_not_poisoned("cuGraphAddKernelNode", res);
+  context_of(device_);
+  // The node's buffers and module are kept before the node exists: never a node without them.
+  for (std::size_t i = 0; i < count; ++i) resources_->add_use(uses[i].allocation, uses[i].access);
+  if (function != nullptr) resources_->keep(std::make_shared<const Function>(*function));
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.func = handle;
+  p.gridDimX = config.grid.x;
+  p.gridDimY = config.grid.y;
+  p.gridDimZ = config.grid.z;
+  p.blockDimX = config.block.x;
+  p.blockDimY = config.block.y;
+  p.blockDimZ = config.block.z;
+  p.sharedMemBytes = static_cast<unsigned>(config.shared_memory_bytes);
+  p.kernelParams = count == 0 ? nullptr : params;
+  CUgraphNode node = nullptr;
+  check(cu.GraphAddKernelNode(&node, handle_, after.data(), after.size(), &p), "cuGraphAddKernelNode", res);
+  return GraphNode(node);
+}
+
+namespace {
+struct UntypedArguments {
+  std::vector<void*> pointers;
+  std::vector<detail::BufferUse> uses;
+  std::vector<std::size_t> sizes;
+  explicit UntypedArguments(const KernelArgs& args) {
+    const auto& entries = args.entries();
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      pointers.push_back(args.value_pointer(i));
+      uses.push_back({entries[i].allocation, entries[i].access});
+      sizes.push_back(entries[i].size);
+    }
+  }
+};
+}  // namespace
+
+GraphNode GraphRef::add_kernel(const Function& function, const LaunchConfig& config, const KernelArgs& args,
+                               const Dependencies& after) const {
+  UntypedArguments a(args);
+  detail::check_untyped_arguments(function.state(), a.sizes);
+  return add_kernel_node(&function, nullptr, config, a.pointers.data(), a.uses.data(), a.pointers.size(), nullptr,
+                         after);
+}
+
+GraphNode GraphRef::add_kernel(const RawKernelNode& kernel, const KernelArgs& args, const Dependencies& after) const {
+  UntypedArguments a(args);
+  LaunchConfig config;
+  config.grid = kernel.grid;
+  config.block = kernel.block;
+  config.shared_memory_bytes = kernel.shared_memory_bytes;
+  return add_kernel_node(nullptr, kernel.function, config, a.pointers.data(), a.uses.data(), a.pointers.size(),
+                         a.sizes.data(), after);
+}
+
+GraphNode GraphRef::add_copy_node(CUdeviceptr destination, detail::Allocation* destination_allocation,
+                                  CUdeviceptr source, detail::Allocation* source_allocation, const void* host_source,
+                                  void* host_destination, std::size_t bytes, const Dependencies& after) const {
+  require_handle("cuGraphAddMemcpyNode");
+  if (bytes == 0) return add_empty(after);
+  Resource res = graph_resource(handle_, device_);
+  check_not_poisoned("cuGraphAddMemcpyNode", res);
+  CUcontext ctx = context_of(device_);
+  resources_->add_use(source_allocation, Access::read);
+  resources_->add_use(destination_allocation, Access::write);
+  CUDA_MEMCPY3D p{};
+  if (host_source != nullptr) {
+    p.srcMemoryType = CU_MEMORYTYPE_HOST;
+    p.srcHost = host_source;
+  } else {
+    p.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    p.srcDevice = source;
+  }
+  if (host_destination != nullptr) {
+    p.dstMemoryType = CU_MEMORYTYPE_HOST;
+    p.dstHost = host_destination;
+  } else {
+    p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    p.dstDevice = destination;
+  }
+  p.WidthInBytes = bytes;
+  p.Height = 1;
+  p.Depth = 1;
+  CUgraphNode node = nullptr;
+  check(cu.GraphAddMemcpyNode(&node, handle_, after.data(), after.size(), &p, ctx), "cuGraphAddMemcpyNode", res);
+  return GraphNode(node);
+}
+
+GraphNode GraphRef::add_fill_node(CUdeviceptr destination, detail::Allocation* allocation, unsigned value,
+                                  unsigned element_size, std::size_t count, const Dependencies& after) const {
+  require_handle("cuGraphAddMemsetNode");
+  if (count == 0) return add_empty(after);
+  Resource res = graph_resource(handle_, device_);
+  check_not_poisoned("cuGraphAddMemsetNode", res);
+  CUcontext ctx = context_of(device_);
+  resources_->add_use(allocation, Access::write);
+  CUDA_MEMSET_NODE_PARAMS p{};
+  p.dst = destination;
+  p.pitch = 0;
+  p.value = value;
+  p.elementSize = element_size;
+  p.width = count;
+  p.height = 1;
+  CUgraphNode node = nullptr;
+  check(cu.GraphAddMemsetNode(&node, handle_, after.data(), after.size(), &p, ctx), "cuGraphAddMemsetNode", res);
+  return GraphNode(node);
+}
+
+GraphNode GraphRef::add_host_node(std::unique_ptr<detail::HostCallback> callback, const Dependencies& after) const {
+  require_handle("cuGraphAddHostNode");
+  if (conditional_body_)
+    throw InvalidArgument("add_host: a conditional node's body cannot hold host nodes (a CUDA rule); put the host "
+                          "node after the conditional node");
+  Resource res = graph_resource(handle_, device_);
+  callback->device = device_;
+  detail::HostCallback* owned = resources_->add_callback(std::move(callback));
+  CUDA_HOST_NODE_PARAMS p{};
+  p.fn = &detail::run_graph_host_callback;
+  p.userData = owned;
+  CUgraphNode node = nullptr;
+  check(cu.GraphAddHostNode(&node, handle_, after.data(), after.size(), &p), "cuGraphAddHostNode", res);
+  return GraphNode(node);
+}
+
+GraphNode GraphRef::add_event_record(EventRef event, const Dependencies& after) const {
+  require_handle("cuGraphAddEventRecordNode");
+  if (!event) detail::throw_empty_handle("Event");
+  if (conditional_body_)
+    throw InvalidArgument("add_event_record: a conditional node's body cannot hold event nodes (a CUDA rule)");
+  CUgraphNode node = nullptr;
+  check(cu.GraphAddEventRecordNode(&node, handle_, after.data(), after.size(), event.handle()),
+        "cuGraphAddEventRecordNode", graph_resource(handle_, device_));
+  return GraphNode(node);
+}
+
+GraphNode GraphRef::add_event_wait(EventRef event, const Dependencies& after) const {
+  require_handle("cuGraphAddEventWaitNode");
+  if (!event) detail::throw_empty_handle("Event");
+  if (conditional_body_)
+    throw InvalidArgument("add_event_wait: a conditional node's body cannot hold event nodes (a CUDA rule)");
+  CUgraphNode node = nullptr;
+  check(cu.GraphAddEventWaitNode(&node, handle_, after.data(), after.size(), event.handle()),
+        "cuGraphAddEventWaitNode", graph_resource(handle_, device_));
+  return GraphNode(node);
+}
+
+GraphNode GraphRef::add_child(const GraphRef& child, const Dependencies& after) const {
+  require_handle("cuGraphAddChildGraphNode");
+  child.require_handle("cuGraphAddChildGraphNode");
+  if (child.device_ != device_)
+    throw InvalidArgument("add_child: the child graph belongs to device " + std::to_string(child.device_) +
+                          " and this graph to device " + std::to_string(device_));
+  resources_->add_child(child.resources_);
+  CUgraphNode node = nullptr;
+  check(cu.GraphAddChildGraphNode(&node, handle_, after.data(), after.size(), child.handle_),
+        "cuGraphAddChildGraphNode", graph_resource(handle_, device_));
+  return GraphNode(node);
+}
+
+// ---- conditional nodes ----
+
+ConditionalHandle GraphRef::make_condition(unsigned default_value, ConditionStart start) const {
+  require_handle("cuGraphConditionalHandleCreate");
+  driver::require(driver::EntryId::GraphConditionalHandleCreate, "conditional graph nodes");
+  CUcontext ctx = context_of(device_);
+  CUgraphConditionalHandle h = 0;
+  check(cu.GraphConditionalHandleCreate(&h, handle_, ctx, default_value,
+                                        start == ConditionStart::default_each_launch ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0),
+        "cuGraphConditionalHandleCreate", graph_resource(handle_, device_));
+  return ConditionalHandle{h};
+}
+
+ConditionalNode GraphRef::add_conditional(ConditionalHandle condition, CUgraphConditionalNodeType type,
+                                                unsigned bodies, const Dependencies& after) const {
+  require_handle("cuGraphAddNode");
+  driver::require(driver::EntryId::GraphConditionalHandleCreate, "conditional graph nodes");
+  driver::require(driver::EntryId::GraphAddNode, "conditional graph nodes");
+  CUcontext ctx = context_of(device_);
+  CUgraphNodeParams p{};
+  p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  p.conditional.handle = condition.value;
+  p.conditional.type = type;
+  p.conditional.size = bodies;
+  p.conditional.ctx = ctx;
+  CUgraphNode node = nullptr;
+  check(cu.GraphAddNode(&node, handle_, after.data(), after.size(), &p), "cuGraphAddNode",
+        graph_resource(handle_, device_));
+  ConditionalNode out;
+  out.node = GraphNode(node);
+  // The bodies belong to the node; what they touch is kept alive with this graph's.
+  out.body = GraphRef(p.conditional.phGraph_out[0], device_, resources_, true);
+  if (bodies == 2) out.else_body = GraphRef(p.conditional.phGraph_out[1], device_, resources_, true);
+  return out;
+}
+
+ConditionalNode GraphRef::add_if(ConditionalHandle condition, const Dependencies& after) const {
+  return add_conditional(condition, CU_GRAPH_COND_TYPE_IF, 1, after);
+}
+
+ConditionalNode GraphRef::add_if_else(ConditionalHandle condition, const Dependencies& after) const {
+  return add_conditional(condition, CU_GRAPH_COND_TYPE_IF, 2, after);
+}
+
+ConditionalNode GraphRef::add_while(ConditionalHandle condition, const Dependencies& after) const {
+  return add_conditional(condition, CU_GRAPH_COND_TYPE_WHILE, 1, after);
+}
+
+// ---- Graph ----
+
+namespace {
+CUgraph create_graph(int device) {
+  Resource res = Resource::of_device(device);
+  check_not_poisoned("cuGraphCreate", res);
+  context_of(device);
+  CUgraph g = nullptr;
+  check(cu.GraphCreate(&g, 0), "cuGraphCreate", res);
+  return g;
+}
+}  // namespace
+
+Graph::Graph(CUgraph handle, int device, detail::GraphResources* resources)
+    : GraphRef(handle, device, resources, false) {
+  try {
+    detail::attach_to_graph(handle, resources);  // Note [Graph lifetimes]
+    core_ = new detail::GraphCore;
+  } catch (...) {
+    CUresult r = cu.GraphDestroy(handle);
+    if (r != CUDA_SUCCESS) park_driver_error(r, "cuGraphDestroy", graph_resource(handle, device), "Graph");
+    detail::run_deferred_tasks_if_any();
+    throw;
+  }
+  core_->handle = handle;
+  core_->device = device;
+  core_->resources = resources;
+}
+
+namespace {
+Graph make_empty_graph(Device device) {
+  CUgraph g = create_graph(device.ordinal());
+  auto* resources = new detail::GraphResources(device.ordinal());
+  std::unique_ptr<detail::GraphResources, void (*)(detail::GraphResources*)> held(
+      resources, [](detail::GraphResources* r) { r->release(); });
+  return Graph(g, device.ordinal(), resources);
+}
+}  // namespace
+
+Graph::Graph(Device device) : Graph(make_empty_graph(device)) {}
+
+Graph Graph::clone() const {
+  require_handle("cuGraphClone");
+  CUgraph copy = nullptr;
+  check(cu.GraphClone(&copy, handle_), "cuGraphClone", graph_resource(handle_, device_));
+  auto* resources = new detail::GraphResources(device_);
+  std::unique_ptr<detail::GraphResources, void (*)(detail::GraphResources*)> held(
+      resources, [](detail::GraphResources* r) { r->release(); });
+  try {
+    resources->add_child(resources_);
+  } catch (...) {
+    cu.GraphDestroy(copy);
+    throw;
+  }
+  return Graph(copy, device_, resources);
+}
+
+void Graph::reset() noexcept {
+  if (core_ != nullptr) detail::release(std::exchange(core_, nullptr));
+  static_cast<GraphRef&>(*this) = GraphRef{};
+}
+
+}  // namespace cudakit

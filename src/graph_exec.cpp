@@ -1,0 +1,360 @@
+// Executable graphs (graph_exec.hpp): instantiate, launch with launch-time tracking,
+// update, and the exclusive-use rule.
+#include "cudakit/graph_exec.hpp"
+
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "cudakit/detail/capture_guard.hpp"
+#include "cudakit/driver.hpp"
+#include "cudakit/error.hpp"
+#include "detail/capture_state.hpp"
+#include "detail/deferred.hpp"
+#include "detail/device_state.hpp"
+#include "detail/graph_resources.hpp"
+
+namespace cudakit {
+
+using driver::cu;
+using detail::BufferUse;
+
+namespace detail {
+
+struct ExecState {
+  CUgraphExec handle = nullptr;
+  int device = -1;
+  GraphCore* core = nullptr;      // the graph it was instantiated from: node handles stay valid
+  std::vector<BufferUse> uses;    // ordered on the launch stream before every launch
+  std::size_t node_count = 0;
+  GraphResources* own = nullptr;  // buffers given by update_kernel_arguments (see reset)
+  StreamState* last_stream = nullptr;  // tracker-retained: where `own`'s buffers were last used
+  std::atomic<std::thread::id> user{};  // the thread inside a launch, upload or update
+};
+
+}  // namespace detail
+
+namespace {
+
+Resource exec_resource(const detail::ExecState& s) { return Resource::of(ResourceKind::graph_exec, s.handle, s.device); }
+
+std::string thread_words(std::thread::id id) {
+  std::ostringstream out;
+  out << "thread " << id;
+  return out.str();
+}
+
+// An executable is used by one thread at a time (a CUDA rule): a second thread is
+// refused instead of racing.
+class ExclusiveUse {
+ public:
+  ExclusiveUse(detail::ExecState& s, const char* call) : s_(s) {
+    std::thread::id none{};
+    std::thread::id me = std::this_thread::get_id();
+    if (!s.user.compare_exchange_strong(none, me, std::memory_order_acquire)) {
+      throw InvalidArgument(std::string(call) + ": " + describe(exec_resource(s)) + " is in use by " +
+                            thread_words(none) + " (a launch, upload or update) while " + thread_words(me) +
+                            " tried to use it; an executable graph is used by one thread at a time (a CUDA rule): "
+                            "give each thread its own executable, or serialize the calls");
+    }
+  }
+  ~ExclusiveUse() { s_.user.store(std::thread::id{}, std::memory_order_release); }
+  ExclusiveUse(const ExclusiveUse&) = delete;
+  ExclusiveUse& operator=(const ExclusiveUse&) = delete;
+
+ private:
+  detail::ExecState& s_;
+};
+
+const char* instantiate_words(CUgraphInstantiateResult result) {
+  switch (result) {
+    case CUDA_GRAPH_INSTANTIATE_SUCCESS: return "the driver reported no reason";
+    case CUDA_GRAPH_INSTANTIATE_ERROR: return "instantiation failed for an unexpected reason (the driver's error says which)";
+    case CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE: return "the graph's structure is invalid (for example, a cycle)";
+    case CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED:
+      return "the graph holds a node that a graph launched from the device cannot run";
+    case CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED:
+      return "the graph's nodes belong to more than one context, which a graph launched from the device cannot have";
+    case CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED:
+      return "a condition made for this graph is used by none of its conditional nodes";
+  }
+  return "an unknown instantiation result";
+}
+
+const char* update_words(CUgraphExecUpdateResult result) {
+  switch (result) {
+    case CU_GRAPH_EXEC_UPDATE_SUCCESS: return "the driver reported no reason";
+    case CU_GRAPH_EXEC_UPDATE_ERROR: return "the update failed for an unexpected reason (the driver's error says which)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED:
+      return "the graph's topology changed (a node or an edge was added or removed)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED: return "a node's type changed";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED: return "a kernel node's function changed";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED:
+      return "a node's parameters changed in a way an update cannot express (for example, a copy between other "
+             "kinds of memory, or a fill with another element size)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED: return "something about the node cannot be updated";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE:
+      return "a kernel node's function changed in a way an update cannot express (for example, to a kernel of another "
+             "context, or one that differs in its use of device-side launches)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED:
+      return "a node's attributes changed in a way an update cannot express";
+  }
+  return "an unknown update result";
+}
+
+std::string node_words(CUgraphNode node) {
+  if (node == nullptr) return {};
+  std::ostringstream out;
+  out << "node " << static_cast<const void*>(node);
+  CUgraphNodeType type{};
+  if (cu.GraphNodeGetType(node, &type) == CUDA_SUCCESS) {
+    switch (type) {
+      case CU_GRAPH_NODE_TYPE_KERNEL: out << " (a kernel node)"; break;
+      case CU_GRAPH_NODE_TYPE_MEMCPY: out << " (a copy node)"; break;
+      case CU_GRAPH_NODE_TYPE_MEMSET: out << " (a fill node)"; break;
+      case CU_GRAPH_NODE_TYPE_HOST: out << " (a host node)"; break;
+      case CU_GRAPH_NODE_TYPE_GRAPH: out << " (a child graph node)"; break;
+      case CU_GRAPH_NODE_TYPE_EMPTY: out << " (an empty node)"; break;
+      case CU_GRAPH_NODE_TYPE_WAIT_EVENT: out << " (an event wait node)"; break;
+      case CU_GRAPH_NODE_TYPE_EVENT_RECORD: out << " (an event record node)"; break;
+      case CU_GRAPH_NODE_TYPE_CONDITIONAL: out << " (a conditional node)"; break;
+      default: out << " (node type " << static_cast<int>(type) << ")"; break;
+    }
+  }
+  return out.str();
+}
+
+void add_launch_use(std::vector<BufferUse>& uses, const BufferUse& use) {
+  for (BufferUse& u : uses)
+    if (u.allocation == use.allocation) {
+      if (use.access == Access::write) u.access = Access::write;
+      return;
+    }
+  uses.push_back(use);
+}
+
+// The buffers of argument updates are not in any graph's user object, so the driver does
+// not hold them for queued launches. They are let go once the last launch completed: a
+// host function on the device's service stream, ordered after the last launch stream
+// (launches of one executable run in order), queues their release.
+void CUDA_CB release_when_done(void* resources) {
+  auto* r = static_cast<detail::GraphResources*>(resources);
+  detail::defer_to_safe_point([r] { r->release(); });
+}
+
+void release_after_last_launch(detail::GraphResources* own, detail::StreamState* last, int device) noexcept {
+  if (last == nullptr || !last->alive.load(std::memory_order_acquire)) {
+    own->release();  // never launched, or its stream finished (a dead stream's work completed)
+    return;
+  }
+  try {
+    CUstream service = detail::service_stream(device);
+    detail::wait_for_stream_work(service, device, last);
+    check(cu.LaunchHostFunc(service, &release_when_done, own), "cuLaunchHostFunc",
+          Resource::of(ResourceKind::stream, service, device));
+  } catch (const std::exception& e) {
+    park_error({CUDA_SUCCESS, "~GraphExec",
+                std::string("could not order the release of the buffers of kernel-argument updates after the last "
+                            "launch; they leak: ") +
+                    e.what()});
+  }
+}
+
+}  // namespace
+
+GraphExec::GraphExec(const Graph& graph, const InstantiateOptions& options) {
+  if (!graph) detail::throw_empty_handle("Graph");
+  detail::run_deferred_tasks_if_any();
+  int device = graph.device_ordinal();
+  Resource res = Resource::of(ResourceKind::graph, graph.handle(), device);
+  check_not_poisoned("cuGraphInstantiateWithParams", res);
+  ContextRef(detail::library_context(device), device).make_current();
+
+  CUDA_GRAPH_INSTANTIATE_PARAMS p{};
+  if (options.upload_on) {
+    p.flags |= CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+    p.hUploadStream = options.upload_on.handle();
+  }
+  if (options.auto_free_on_launch) p.flags |= CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+  if (options.device_launch) p.flags |= CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH;
+  if (options.use_node_priority) p.flags |= CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+  p.result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
+  CUgraphExec exec = nullptr;
+  CUresult r = cu.GraphInstantiateWithParams(&exec, graph.handle(), &p);
+  if (r != CUDA_SUCCESS || p.result_out != CUDA_GRAPH_INSTANTIATE_SUCCESS) {
+    if (exec != nullptr && r == CUDA_SUCCESS) cu.GraphExecDestroy(exec);
+    if (r != CUDA_SUCCESS && (is_sticky(r) || is_capture_error(r) || r == CUDA_ERROR_OUT_OF_MEMORY))
+      check(r, "cuGraphInstantiateWithParams", res);  // poisons, or says what the capture error means
+    std::string message = "cuGraphInstantiateWithParams on " + describe(res) + ": ";
+    if (r != CUDA_SUCCESS) message += error_name(r) + ": " + error_description(r) + ": ";
+    message += instantiate_words(p.result_out);
+    if (p.hErrNode_out != nullptr) message += "; the node that caused it: " + node_words(p.hErrNode_out);
+    throw GraphInstantiateError(message, r, p.result_out, p.hErrNode_out);
+  }
+
+  auto state = std::make_unique<detail::ExecState>();
+  state->handle = exec;
+  state->device = device;
+  try {
+    state->uses = graph.resources()->uses();
+    state->node_count = graph.node_count();
+  } catch (...) {
+    cu.GraphExecDestroy(exec);
+    throw;
+  }
+  state->core = graph.core();
+  detail::retain(state->core);
+  state_ = state.release();
+}
+
+detail::ExecState& GraphExec::checked(const char* call) const {
+  if (state_ == nullptr) [[unlikely]]
+    throw EmptyHandle(std::string(call) + ": use of an empty GraphExec (moved-from or default-constructed)");
+  return *state_;
+}
+
+CUgraphExec GraphExec::handle() const noexcept { return state_ != nullptr ? state_->handle : nullptr; }
+int GraphExec::device_ordinal() const noexcept { return state_ != nullptr ? state_->device : -1; }
+
+std::size_t GraphExec::node_count() const { return checked("GraphExec::node_count").node_count; }
+
+void GraphExec::launch(StreamRef stream) {
+  detail::ExecState& s = checked("cuGraphLaunch");
+  stream.require_handle("cuGraphLaunch");
+  ExclusiveUse exclusive(s, "cuGraphLaunch");
+  detail::run_deferred_tasks_if_any();
+  Resource res = exec_resource(s);
+  check_not_poisoned("cuGraphLaunch", res);
+  if (stream.device_ordinal() != s.device)
+    throw InvalidArgument("cuGraphLaunch: " + describe(res) + " cannot be launched on a stream of device " +
+                          std::to_string(stream.device_ordinal()));
+  if (detail::active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    detail::StreamState* st = detail::stream_state_of(stream);
+    detail::check_capturing_thread(st, "cuGraphLaunch");
+    if (st->capture.load(std::memory_order_acquire) != nullptr)
+      throw CaptureError("cuGraphLaunch of " + describe(res) + " onto " +
+                         describe(Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal())) +
+                         " refused: the stream is capturing; embed the Graph in the capture's graph with add_child, "
+                         "or capture the work itself");
+  }
+  ContextRef(detail::library_context(s.device), s.device).make_current();  // a thread-local compare (DESIGN 8)
+  // Launch-time tracking (DESIGN 6): the replay is ordered after earlier uses of its
+  // buffers on other streams, and later uses elsewhere are ordered after the replay.
+  for (const BufferUse& u : s.uses) u.allocation->use(stream, u.access);
+  check(cu.GraphLaunch(s.handle, stream.handle()), "cuGraphLaunch", res);
+  if (s.own != nullptr) {
+    detail::StreamState* st = detail::stream_state_of(stream);
+    if (st != s.last_stream) {
+      detail::tracker_retain(st);
+      if (s.last_stream != nullptr) detail::tracker_release(s.last_stream);
+      s.last_stream = st;
+    }
+  }
+}
+
+void GraphExec::upload(StreamRef stream) {
+  detail::ExecState& s = checked("cuGraphUpload");
+  stream.require_handle("cuGraphUpload");
+  ExclusiveUse exclusive(s, "cuGraphUpload");
+  Resource res = exec_resource(s);
+  check_not_poisoned("cuGraphUpload", res);
+  if (detail::active_captures.load(std::memory_order_relaxed) != 0)
+    detail::check_capturing_thread(detail::stream_state_of(stream), "cuGraphUpload");
+  check(cu.GraphUpload(s.handle, stream.handle()), "cuGraphUpload", res);
+}
+
+void GraphExec::update(const Graph& graph) {
+  detail::ExecState& s = checked("cuGraphExecUpdate");
+  if (!graph) detail::throw_empty_handle("Graph");
+  ExclusiveUse exclusive(s, "cuGraphExecUpdate");
+  Resource res = exec_resource(s);
+  check_not_poisoned("cuGraphExecUpdate", res);
+  if (graph.device_ordinal() != s.device)
+    throw InvalidArgument("cuGraphExecUpdate: " + describe(res) + " cannot take a graph of device " +
+                          std::to_string(graph.device_ordinal()));
+  std::vector<BufferUse> uses = graph.resources()->uses();
+  std::size_t nodes = graph.node_count();
+  ContextRef(detail::library_context(s.device), s.device).make_current();
+  CUgraphExecUpdateResultInfo info{};
+  info.result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+  CUresult r = cu.GraphExecUpdate(s.handle, graph.handle(), &info);
+  if (r == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE || (r == CUDA_SUCCESS && info.result != CU_GRAPH_EXEC_UPDATE_SUCCESS)) {
+    std::string message = "cuGraphExecUpdate of " + describe(res) + " from " +
+                          describe(Resource::of(ResourceKind::graph, graph.handle(), graph.device_ordinal())) + ": " +
+                          update_words(info.result);
+    if (info.errorNode != nullptr) {
+      message += "; at " + node_words(info.errorNode);
+      if (info.errorFromNode != nullptr) message += ", on its edge from " + node_words(info.errorFromNode);
+    }
+    message += "; the executable is unchanged: instantiate the new graph instead";
+    throw GraphUpdateError(message, info.result, info.errorNode, info.errorFromNode);
+  }
+  check(r, "cuGraphExecUpdate", res);
+  // The driver swapped in the new graph's user object references (holding the old ones
+  // until earlier launches completed); the launch-time uses follow.
+  if (s.own != nullptr)
+    for (const BufferUse& u : s.own->uses()) add_launch_use(uses, u);
+  s.uses = std::move(uses);
+  s.node_count = nodes;
+}
+
+void GraphExec::update_kernel_node(GraphNode node, CUfunction expected, void** params, const BufferUse* uses,
+                                   std::size_t count, const std::size_t* sizes) {
+  detail::ExecState& s = checked("cuGraphExecKernelNodeSetParams");
+  if (!node) detail::throw_empty_handle("GraphNode");
+  ExclusiveUse exclusive(s, "cuGraphExecKernelNodeSetParams");
+  Resource res = exec_resource(s);
+  check_not_poisoned("cuGraphExecKernelNodeSetParams", res);
+  CUDA_KERNEL_NODE_PARAMS p{};
+  check(cu.GraphKernelNodeGetParams(node.handle(), &p), "cuGraphKernelNodeGetParams", res);
+  if (expected != nullptr && p.func != expected)
+    throw InvalidArgument("update_kernel_arguments: " + node_words(node.handle()) +
+                          " launches another kernel than the one whose arguments were given");
+  if (sizes != nullptr) detail::check_raw_arguments(p.func, sizes, count);
+  for (std::size_t i = 0; i < count; ++i)
+    if (uses[i].allocation != nullptr && uses[i].allocation->device != s.device)
+      throw InvalidArgument("update_kernel_arguments: argument " + std::to_string(i + 1) + " is a buffer on device " +
+                            std::to_string(uses[i].allocation->device) + ", the executable runs on device " +
+                            std::to_string(s.device));
+  if (s.own == nullptr) s.own = new detail::GraphResources(s.device);
+  // Kept before the driver sees them: never a node without its buffers.
+  for (std::size_t i = 0; i < count; ++i) s.own->add_use(uses[i].allocation, uses[i].access);
+  p.kernelParams = count == 0 ? nullptr : params;
+  p.extra = nullptr;
+  ContextRef(detail::library_context(s.device), s.device).make_current();
+  check(cu.GraphExecKernelNodeSetParams(s.handle, node.handle(), &p), "cuGraphExecKernelNodeSetParams", res);
+  for (std::size_t i = 0; i < count; ++i)
+    if (uses[i].allocation != nullptr) add_launch_use(s.uses, uses[i]);
+}
+
+void GraphExec::update_kernel_arguments(GraphNode node, const KernelArgs& args) {
+  std::vector<void*> pointers;
+  std::vector<BufferUse> uses;
+  std::vector<std::size_t> sizes;
+  const auto& entries = args.entries();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    pointers.push_back(args.value_pointer(i));
+    uses.push_back({entries[i].allocation, entries[i].access});
+    sizes.push_back(entries[i].size);
+  }
+  update_kernel_node(node, nullptr, pointers.data(), uses.data(), entries.size(), sizes.data());
+}
+
+void GraphExec::reset() noexcept {
+  detail::ExecState* s = std::exchange(state_, nullptr);
+  if (s == nullptr) return;
+  try {
+    detail::CaptureTolerantScope tolerant;  // destroying an executable beside a capture leaves it valid
+    CUresult r = cu.GraphExecDestroy(s->handle);
+    if (r != CUDA_SUCCESS) park_driver_error(r, "cuGraphExecDestroy", exec_resource(*s), "~GraphExec");
+  } catch (const std::exception& e) {
+    park_error({CUDA_SUCCESS, "~GraphExec", e.what()});
+  }
+  if (s->own != nullptr) release_after_last_launch(s->own, s->last_stream, s->device);
+  if (s->last_stream != nullptr) detail::tracker_release(s->last_stream);
+  detail::release(s->core);
+  delete s;
+  detail::run_deferred_tasks_if_any();
+}
+
+}  // namespace cudakit
