@@ -24,6 +24,7 @@ namespace detail {
 struct ExecState {
   CUgraphExec handle = nullptr;
   int device = -1;
+  CUcontext context = nullptr;  // the device's primary context, made current for launches
   GraphCore* core = nullptr;      // the graph it was instantiated from: node handles stay valid
   std::vector<BufferUse> uses;    // ordered on the launch stream before every launch
   std::size_t node_count = 0;
@@ -195,6 +196,7 @@ GraphExec::GraphExec(const Graph& graph, const InstantiateOptions& options) {
   auto state = std::make_unique<detail::ExecState>();
   state->handle = exec;
   state->device = device;
+  state->context = detail::library_context(device);
   try {
     state->uses = graph.resources()->uses();
     state->node_count = graph.node_count();
@@ -237,7 +239,7 @@ void GraphExec::launch(StreamRef stream) {
                          " refused: the stream is capturing; embed the Graph in the capture's graph with add_child, "
                          "or capture the work itself");
   }
-  ContextRef(detail::library_context(s.device), s.device).make_current();  // a thread-local compare (DESIGN 8)
+  ContextRef(s.context, s.device).make_current();  // a thread-local compare (DESIGN 8)
   // Launch-time tracking (DESIGN 6): the replay is ordered after earlier uses of its
   // buffers on other streams, and later uses elsewhere are ordered after the replay.
   for (const BufferUse& u : s.uses) u.allocation->use(stream, u.access);
