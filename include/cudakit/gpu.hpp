@@ -7,7 +7,9 @@
 //   cudakit::Gpu gpu{0};
 //   auto x = gpu.upload(std::span{host_x});          // DeviceBuffer<float>
 //   auto y = gpu.alloc<float>(n, cudakit::zeroed);
-//   gpu.launch(saxpy, cudakit::grid_for(n, 256), 2.0f, x, y, n);
+//   Module m = gpu.load(cudakit::Program(source).compile(gpu.device()));
+//   auto saxpy = m.kernel<void(float, const float*, float*, int)>("saxpy");
+//   gpu.launch(saxpy, cudakit::grid_for(n, 256), 256, 2.0f, x, y, n);  // grid, block, args
 //   std::vector<float> out = gpu.download(y);         // waits for y's last writer only
 //
 // Thread safety: a Gpu may be shared by threads. Its own stream accepts work from

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cudakit/gpu.hpp"
+#include "fake_kernels.hpp"
 #include "memory_fixture.hpp"
 
 namespace cudakit {
@@ -76,6 +77,25 @@ TEST_F(GpuTest, CopyInEveryDirection) {
   gpu.copy(b, out);   // device to host, asynchronous
   gpu.synchronize();
   EXPECT_EQ(out, host);
+}
+
+TEST_F(GpuTest, LoadAndLaunchOnTheGpusStream) {
+  Gpu gpu{0};
+  int image = testing::standard_image();
+  Module m = gpu.load(fake::fatbin_image(image, {80, 90}, {}));
+  auto fill = m.kernel<void(float*, float, int)>("fill");
+  auto saxpy = m.kernel<void(float, const float*, float*, int)>("saxpy");
+  const int n = 1000;
+  auto x = gpu.alloc<float>(n, uninitialized);
+  auto y = gpu.alloc<float>(n, uninitialized);
+  gpu.launch(fill, LaunchConfig{grid_for(n, 256), 256}, x, 3.0f, n);
+  gpu.launch(fill, grid_for(n, 128), 128, y, 1.0f, n);
+  gpu.launch(saxpy, grid_for(n, 256), 256, 2.0f, x, y, n);
+  EXPECT_EQ(gpu.download(y), std::vector<float>(n, 7.0f));
+  auto last = fake::launches().back();
+  EXPECT_EQ(last.kernel, "saxpy");
+  EXPECT_EQ(last.grid[0], 4u);
+  EXPECT_EQ(last.block[0], 256u);
 }
 
 }  // namespace
