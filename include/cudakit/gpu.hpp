@@ -7,7 +7,9 @@
 //   cudakit::Gpu gpu{0};
 //   auto x = gpu.upload(std::span{host_x});          // DeviceBuffer<float>
 //   auto y = gpu.alloc<float>(n, cudakit::zeroed);
-//   gpu.launch(saxpy, cudakit::grid_for(n, 256), 2.0f, x, y, n);
+//   Module m = gpu.load(cudakit::Program(source).compile(gpu.device()));
+//   auto saxpy = m.kernel<void(float, const float*, float*, int)>("saxpy");
+//   gpu.launch(saxpy, cudakit::grid_for(n, 256), 256, 2.0f, x, y, n);  // grid, block, args
 //   std::vector<float> out = gpu.download(y);         // waits for y's last writer only
 //
 // Thread safety: a Gpu may be shared by threads. Its own stream accepts work from
@@ -17,10 +19,20 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cudakit/context.hpp"
+#include "cudakit/copy.hpp"
 #include "cudakit/device.hpp"
 #include "cudakit/device_buffer.hpp"
+#include "cudakit/launch.hpp"
+#include "cudakit/launch_config.hpp"
+#include "cudakit/module.hpp"
+#include "cudakit/program.hpp"
 #include "cudakit/stream.hpp"
 
 namespace cudakit {
@@ -54,6 +66,68 @@ class Gpu {
   template <class T>
   DeviceBuffer<T> alloc(std::size_t count, Zeroed tag) const {
     return DeviceBuffer<T>(stream_, count, tag);
+  }
+
+  /// A new buffer holding a copy of `source` (a host range), on the Gpu's stream.
+  template <class Source>
+    requires host_range<const Source&>
+  DeviceBuffer<host_value_t<const Source&>> upload(const Source& source) const {
+    return cudakit::upload(stream(), source);
+  }
+
+  /// The contents of `source` (a device range), after its last writer finished.
+  template <class Source>
+    requires device_range<const Source&>
+  std::vector<device_value_t<const Source&>> download(const Source& source) const {
+    return cudakit::download(stream(), source);
+  }
+  /// Copies `source` (a device range) into `destination` (a host range); returns when done.
+  template <class Source, class Destination>
+    requires device_range<const Source&> && writable_host_range<Destination&&> &&
+             std::same_as<device_value_t<const Source&>, host_value_t<Destination&&>>
+  void download(const Source& source, Destination&& destination) const {
+    cudakit::download(stream(), source, std::forward<Destination>(destination));
+  }
+
+  /// Sets every element of `destination` to `value` (1, 2 or 4-byte elements).
+  template <class Destination>
+    requires writable_device_range<Destination>
+  void fill(Destination&& destination, const std::type_identity_t<device_value_t<Destination>>& value) const {
+    cudakit::fill(stream(), std::forward<Destination>(destination), value);
+  }
+
+  /// A stream-ordered copy in any direction (host to device, device to host, device to
+  /// device); asynchronous like cudakit::copy.
+  template <class Source, class Destination>
+    requires requires(StreamRef s, const Source& src, Destination&& dst) {
+      cudakit::copy(s, src, std::forward<Destination>(dst));
+    }
+  void copy(const Source& source, Destination&& destination) const {
+    cudakit::copy(stream(), source, std::forward<Destination>(destination));
+  }
+
+  /// A module on this device: from an image in memory, NVRTC's output, or a file.
+  Module load(std::span<const std::byte> image, const ModuleOptions& options = {}) const {
+    return Module::load(device_, image, options);
+  }
+  Module load(std::span<const unsigned char> image, const ModuleOptions& options = {}) const {
+    return Module::load(device_, image, options);
+  }
+  Module load(const CompiledProgram& program, const ModuleOptions& options = {}) const {
+    return Module::load(device_, program, options);
+  }
+  Module load(const std::filesystem::path& file, const ModuleOptions& options = {}) const {
+    return Module::load(device_, file, options);
+  }
+
+  /// A typed launch on the Gpu's stream.
+  template <class... Params, class... Args>
+  void launch(const Kernel<void(Params...)>& kernel, const LaunchConfig& config, Args&&... args) const {
+    cudakit::launch(stream(), kernel, config, std::forward<Args>(args)...);
+  }
+  template <class... Params, class... Args>
+  void launch(const Kernel<void(Params...)>& kernel, Dim3 grid, Dim3 block, Args&&... args) const {
+    cudakit::launch(stream(), kernel, LaunchConfig{.grid = grid, .block = block}, std::forward<Args>(args)...);
   }
 
   /// Waits for the work submitted to the Gpu's stream.

@@ -1,0 +1,11 @@
+# Runs the example CMD without a driver: it must exit 2 and print exactly one line.
+execute_process(COMMAND ${CMD} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message(STATUS "exit ${code}\n${out}${err}")
+if(NOT code EQUAL 2)
+  message(FATAL_ERROR "expected exit code 2, got ${code}")
+endif()
+string(STRIP "${out}${err}" stripped)
+string(FIND "${stripped}" "\n" newline)
+if(stripped STREQUAL "" OR NOT newline EQUAL -1)
+  message(FATAL_ERROR "expected one line saying why, got:\n${out}${err}")
+endif()
