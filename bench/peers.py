@@ -177,8 +177,11 @@ def main():
     if "error" in ck:
         print("  " + ck["error"])
     for r in ck.get("results", []):
-        print(f"  {r.get('name', '?'):<44} {r.get('cudakit_median', float('nan')):>10.3f} {r.get('unit', '')}"
-              f"   raw {r.get('raw_median', float('nan')):>10.3f}")
+        mine = (r.get("cudakit") or {}).get("median")
+        raw = (r.get("raw") or {}).get("median")
+        mine = float("nan") if mine is None else mine
+        raw = float("nan") if raw is None else raw
+        print(f"  {r.get('name', '?'):<44} {mine:>10.3f} {r.get('unit', '')}   raw {raw:>10.3f}")
     for peer, figures in results["peers"].items():
         print(f"\n{peer}:")
         for k, v in figures.items():
