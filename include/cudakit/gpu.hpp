@@ -20,15 +20,19 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "cudakit/capture.hpp"
 #include "cudakit/context.hpp"
 #include "cudakit/copy.hpp"
 #include "cudakit/device.hpp"
 #include "cudakit/device_buffer.hpp"
+#include "cudakit/graph.hpp"
+#include "cudakit/graph_exec.hpp"
 #include "cudakit/launch.hpp"
 #include "cudakit/launch_config.hpp"
 #include "cudakit/module.hpp"
@@ -129,6 +133,20 @@ class Gpu {
   void launch(const Kernel<void(Params...)>& kernel, Dim3 grid, Dim3 block, Args&&... args) const {
     cudakit::launch(stream(), kernel, LaunchConfig{.grid = grid, .block = block}, std::forward<Args>(args)...);
   }
+
+  /// Captures the work `f` submits to the Gpu's stream into a graph (capture.hpp): none
+  /// for an empty capture. The graph keeps every buffer it touches alive.
+  template <class F>
+  std::optional<Graph> capture(F&& f, CaptureMode mode = CaptureMode::per_thread) const {
+    return cudakit::capture(stream(), std::forward<F>(f), mode);
+  }
+  /// The same, throwing EmptyCapture when nothing was captured.
+  template <class F>
+  Graph capture_nonempty(F&& f, CaptureMode mode = CaptureMode::per_thread) const {
+    return cudakit::capture_nonempty(stream(), std::forward<F>(f), mode);
+  }
+  /// Replays an executable graph on the Gpu's stream (its buffers' tracking follows).
+  void launch(GraphExec& executable) const { executable.launch(stream()); }
 
   /// Waits for the work submitted to the Gpu's stream.
   void synchronize() const { stream_.synchronize(); }
