@@ -1,0 +1,171 @@
+// Graph benchmarks (issue 5): replay cost per node for 10, 100 and 1000 tiny kernels,
+// instantiation of a 1000-node graph, a kernel-argument update against re-instantiating
+// a 100-node graph, and replay against plain stream launches.
+//
+// The raw side captures the same kernels with cuLaunchKernel on a raw stream and replays
+// with cuGraphLaunch; both sides replay on the same cudakit stream, timed with events.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/harness.hpp"
+#include "cudakit/cudakit.hpp"
+
+#ifdef CUDAKIT_HAVE_TEST_KERNELS
+#include "test_kernels.hpp"
+
+namespace cudakit::tool::bench {
+namespace {
+
+using driver::EntryId;
+
+const LaunchConfig one_thread{1, 1};
+
+// A raw graph of `nodes` empty-kernel launches, captured on a raw stream.
+struct RawGraph {
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  RawGraph(CUfunction f, int nodes, CUstream stream) {
+    auto begin = raw_entry<EntryId::StreamBeginCapture>();
+    auto end = raw_entry<EntryId::StreamEndCapture>();
+    auto launch = raw_entry<EntryId::LaunchKernel>();
+    check_raw(begin(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+    for (int i = 0; i < nodes; ++i)
+      check_raw(launch(f, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr), "cuLaunchKernel");
+    check_raw(end(stream, &graph), "cuStreamEndCapture");
+    check_raw(raw_entry<EntryId::GraphInstantiateWithFlags>()(&exec, graph, 0), "cuGraphInstantiateWithFlags");
+  }
+  ~RawGraph() {
+    if (exec) raw_entry<EntryId::GraphExecDestroy>()(exec);
+    if (graph) raw_entry<EntryId::GraphDestroy>()(graph);
+  }
+  RawGraph(const RawGraph&) = delete;
+  RawGraph& operator=(const RawGraph&) = delete;
+};
+
+struct GraphSetup {
+  explicit GraphSetup(const Context& c)
+      : raw_context(c.device),
+        module(Module::load(c.device, cudakit_kernels::test_fatbin())),
+        empty(module.kernel<void()>("empty_kernel")),
+        stream(c.device) {}
+  RawPrimaryContext raw_context;
+  Module module;
+  Kernel<void()> empty;
+  Stream stream;
+  RawStream raw_stream;
+
+  Graph capture_chain(int nodes) const {
+    return capture_nonempty(stream, [&] {
+      for (int i = 0; i < nodes; ++i) launch(stream, empty, one_thread);
+    });
+  }
+};
+
+PairedSamples per_node(PairedSamples s, int nodes) {
+  for (auto& v : s.cudakit) v /= nodes;
+  for (auto& v : s.raw) v /= nodes;
+  return s;
+}
+
+std::vector<Result> replay(const Context& c) {
+  GraphSetup setup(c);
+  std::vector<Result> results;
+  auto graph_launch = raw_entry<EntryId::GraphLaunch>();
+  for (int nodes : {10, 100, 1000}) {
+    Graph graph = setup.capture_chain(nodes);
+    GraphExec exec = graph.instantiate();
+    RawGraph raw(setup.empty.handle(), nodes, setup.raw_stream.handle());
+    CUstream s = setup.stream.handle();
+    int replays = nodes >= 1000 ? 20 : (nodes >= 100 ? 100 : 400);
+    auto samples = time_device(
+        c.interleave(replays), setup.stream,
+        [&](int ops) {
+          for (int i = 0; i < ops; ++i) exec.launch(setup.stream);
+        },
+        [&](int ops) {
+          for (int i = 0; i < ops; ++i) check_raw(graph_launch(raw.exec, s), "cuGraphLaunch");
+        });
+    results.push_back(cost_result("graph replay per node, " + std::to_string(nodes) + " nodes", "graphs",
+                                  per_node(samples, nodes), 1.02));
+  }
+  return results;
+}
+
+std::vector<Result> instantiate(const Context& c) {
+  GraphSetup setup(c);
+  constexpr int nodes = 1000;
+  Graph graph = setup.capture_chain(nodes);
+  RawGraph raw(setup.empty.handle(), nodes, setup.raw_stream.handle());
+  auto inst = raw_entry<EntryId::GraphInstantiateWithFlags>();
+  auto destroy = raw_entry<EntryId::GraphExecDestroy>();
+  Interleave plan = c.interleave(4);
+  plan.rounds = c.quick ? 3 : 15;
+  plan.warmup_rounds = 1;
+  plan.ops_per_batch = 4;
+  auto samples = time_host(
+      plan,
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i) GraphExec exec = graph.instantiate();
+      },
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i) {
+          CUgraphExec e = nullptr;
+          check_raw(inst(&e, raw.graph, 0), "cuGraphInstantiateWithFlags");
+          check_raw(destroy(e), "cuGraphExecDestroy");
+        }
+      });
+  return {cost_result("instantiate + destroy, 1000 nodes", "graphs", samples, 1.05)};
+}
+
+// cudakit's kernel-argument update against cudakit's re-instantiation, 100-node graph:
+// the "raw" column is the re-instantiation here; the target is at least 20x faster.
+std::vector<Result> update_vs_instantiate(const Context& c) {
+  GraphSetup setup(c);
+  auto saxpy = setup.module.kernel<void(float, const float*, float*, int)>("saxpy");
+  DeviceBuffer<float> x(setup.stream, 256, zeroed), y(setup.stream, 256, zeroed);
+  Graph graph = capture_nonempty(setup.stream, [&] {
+    for (int i = 0; i < 100; ++i) launch(setup.stream, saxpy, one_thread, 1.0f, x, y, 0);
+  });
+  GraphExec exec = graph.instantiate();
+  GraphNode node = graph.kernel_nodes().front();
+  Interleave plan = c.interleave(20);
+  plan.rounds = c.quick ? 3 : 15;
+  float a = 1.0f;
+  auto samples = time_host(
+      plan,
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i) exec.update_kernel_arguments(node, saxpy, a += 1.0f, x, y, 0);
+      },
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i) GraphExec fresh = graph.instantiate();
+      });
+  return {cost_result("kernel-argument update vs re-instantiate, 100 nodes", "graphs", samples, 0.05)};
+}
+
+// Replay of 1000 tiny kernels against launching them one by one on a stream (both
+// cudakit; reported, no target).
+std::vector<Result> replay_vs_stream(const Context& c) {
+  GraphSetup setup(c);
+  constexpr int nodes = 1000;
+  Graph graph = setup.capture_chain(nodes);
+  GraphExec exec = graph.instantiate();
+  auto samples = time_device(
+      c.interleave(5), setup.stream,
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i) exec.launch(setup.stream);
+      },
+      [&](int ops) {
+        for (int i = 0; i < ops * nodes; ++i) launch(setup.stream, setup.empty, one_thread);
+      });
+  return {cost_result("graph replay vs stream launches, per kernel, 1000 kernels", "graphs", per_node(samples, nodes), 0)};
+}
+
+CUDAKIT_BENCHMARK("graph replay", "graphs", QuickRun::skip, replay);
+CUDAKIT_BENCHMARK("graph instantiate", "graphs", QuickRun::skip, instantiate);
+CUDAKIT_BENCHMARK("graph kernel-argument update", "graphs", QuickRun::skip, update_vs_instantiate);
+CUDAKIT_BENCHMARK("graph replay vs stream launches", "graphs", QuickRun::skip, replay_vs_stream);
+
+}  // namespace
+}  // namespace cudakit::tool::bench
+#endif
