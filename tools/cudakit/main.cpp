@@ -198,7 +198,7 @@ int doctor(bool perf) {
           bool miss = f.target_ratio > 0 && (f.lower_is_better ? ratio > f.target_ratio : ratio < f.target_ratio);
           std::printf("    %-34s cudakit %10.3f %-6s raw %10.3f %-6s ratio %.3f%s\n", f.name.c_str(), f.cudakit,
                       f.unit.c_str(), f.raw, f.unit.c_str(), ratio,
-                      f.target_ratio > 0 ? (miss ? "  (over target; timing noise on a busy machine?)" : "  ok") : "");
+                      f.target_ratio > 0 ? (miss ? "  MISS (see bench/results for the full run)" : "  ok") : "");
         }
       }
     }
