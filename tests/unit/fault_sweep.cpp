@@ -28,7 +28,8 @@ std::string ordinal(int n) {
 
 class FreshDriver {
  public:
-  FreshDriver() : fake_(std::make_unique<fake::Driver>()) {
+  explicit FreshDriver(const Operation& op) : fake_(std::make_unique<fake::Driver>()) {
+    fake_->devices.resize(static_cast<std::size_t>(op.devices));
     // A real driver still answers device queries after a sticky error.
     for (std::size_t i = 0; i < driver::entry_count; ++i)
       if (is_device_level(static_cast<EntryId>(i))) fake_->sticky_spares.insert(static_cast<EntryId>(i));
@@ -219,7 +220,7 @@ void finish(std::unique_ptr<Scene>& scene, fake::Driver& fake, std::vector<std::
 // One run: `op` with the nth call of `entry` failing with `code`.
 void run_case(const Operation& op, EntryId entry, int nth, CUresult code, const std::string& label,
               std::vector<std::string>& problems) {
-  FreshDriver fresh;
+  FreshDriver fresh(op);
   fake::Driver& fake = fresh.fake();
   const bool sticky = is_sticky(code);
   const char* call = name_of(entry);
@@ -395,7 +396,7 @@ const std::vector<Operation>& operations() { return registry(); }
 // ---- the sweeps ----
 
 std::vector<EntryId> calls_of(const Operation& op) {
-  FreshDriver fresh;
+  FreshDriver fresh(op);
   std::vector<EntryId> calls;
   {
     Scene scene(fresh.fake());
@@ -416,7 +417,7 @@ std::vector<std::string> sweep_faults(const Operation& op) {
   std::vector<EntryId> calls;
   {
     watchdog.arm(op.name + ": the run without faults");
-    FreshDriver fresh;
+    FreshDriver fresh(op);
     auto scene = std::make_unique<Scene>(fresh.fake());
     Outcome o = run(op, *scene);
     calls = fresh.fake().log();
@@ -457,7 +458,7 @@ std::vector<std::string> sweep_poisoned(const Operation& op) {
   for (bool warm : {true, false}) {
     std::string label = op.name + (warm ? " (after a successful run)" : " (first run)") + " on a poisoned device";
     watchdog.arm(label);
-    FreshDriver fresh;
+    FreshDriver fresh(op);
     fake::Driver& fake = fresh.fake();
     auto scene = std::make_unique<Scene>(fake);
     if (warm) {
@@ -524,6 +525,7 @@ std::vector<std::string> sweep_old_drivers(const Operation& op) {
     // A fresh fake as old as `version`: every later entry is missing.
     std::vector<std::string> missing_names;
     auto fake = std::make_unique<fake::Driver>();
+    fake->devices.resize(static_cast<std::size_t>(op.devices));
     fake->driver_version = version;
     for (std::size_t i = 0; i < driver::entry_count; ++i)
       if (driver::entry_infos[i].introduced_in > version) {

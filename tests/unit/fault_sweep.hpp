@@ -53,6 +53,8 @@
 //   characters become '_'), so --gtest_filter='*/Stream_adopt' runs one operation.
 // - An operation that deliberately recovers from a failed call (a fallback) lists that
 //   entry in its third field: {"name", fn, {EntryId::MemAllocAsync}}.
+// - An operation that needs two devices (peer access) says so in its fourth field:
+//   {"name", fn, {}, 2}; s.device(1), s.stream() on device 0 only.
 // - CUDAKIT_SWEEP_VERBOSE=1 prints every case as it runs.
 // - A new release entry (a destroy/free/unload called from destructors) is already in
 //   release_entries() below if it is in driver_entries.hpp; check the list when adding one.
@@ -152,6 +154,8 @@ struct Operation {
   /// Entries whose failure the operation handles itself (a fallback): their failure
   /// may end without an exception or a parked error.
   std::vector<EntryId> recovers = {};
+  /// How many devices the fake driver has (2 for peer access and copies between devices).
+  int devices = 1;
 };
 
 /// Adds an area's operations to the sweep. Returns true, for a namespace-scope
