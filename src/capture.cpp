@@ -412,6 +412,8 @@ Capture::~Capture() {
 
 bool is_capturing(StreamRef stream) {
   stream.require_handle("cuStreamIsCapturing");
+  // On a poisoned device, fail before the driver, carrying the original (DESIGN 7).
+  check_not_poisoned("cuStreamIsCapturing", Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal()));
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   check(cu.StreamIsCapturing(stream.handle(), &status), "cuStreamIsCapturing",
         Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal()));

@@ -69,6 +69,11 @@ CUgraphNodeType GraphNode::type() const {
 void GraphRef::require_handle(const char* call) const {
   if (handle_ == nullptr) [[unlikely]]
     throw EmptyHandle(std::string(call) + ": use of an empty Graph (moved-from or default-constructed)");
+  // Every operation on a graph starts here, so here it fails on a poisoned device before
+  // the driver sees the call, carrying the original error (DESIGN 7). Without it, adding
+  // nodes to and querying a graph went on calling the driver after a sticky error (the
+  // fault sweep found it).
+  check_not_poisoned(call, graph_resource(handle_, device_));
 }
 
 std::size_t GraphRef::node_count() const {

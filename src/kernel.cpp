@@ -29,6 +29,8 @@ void Function::throw_empty() {
 int Function::attribute(CUfunction_attribute attribute) const {
   detail::FunctionState& s = state();
   int v = 0;
+  // On a poisoned device, fail before the driver, carrying the original (DESIGN 7).
+  check_not_poisoned("cuFuncGetAttribute", kernel_resource(s));
   check(cu.FuncGetAttribute(&v, attribute, s.function), "cuFuncGetAttribute", kernel_resource(s));
   return v;
 }
@@ -48,10 +50,16 @@ void init_function_state(FunctionState& s, CUfunction function, int device, CUco
     check(cu.FuncGetAttribute(&v, a, function), "cuFuncGetAttribute", res);
     return v;
   };
-  // Attributes that only some GPUs or drivers report (clusters): 0 when they cannot say.
+  // Attributes that only some GPUs or drivers report (clusters): 0 when they cannot say
+  // (INVALID_VALUE, NOT_SUPPORTED). Any other failure is an error like any other: it used
+  // to be taken for "cannot say" too, which swallowed out-of-memory and sticky errors
+  // (the fault sweep found it).
   auto optional_attr = [&](CUfunction_attribute a) {
     int v = 0;
-    return cu.FuncGetAttribute(&v, a, function) == CUDA_SUCCESS ? v : 0;
+    CUresult r = cu.FuncGetAttribute(&v, a, function);
+    if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_SUPPORTED) return 0;
+    check(r, "cuFuncGetAttribute", res);
+    return v;
   };
   Device dev = Device::get(device);
   s.compute_capability = dev.compute_capability();

@@ -146,6 +146,7 @@ std::vector<std::string> Module::kernel_names() const {
   driver::require(driver::EntryId::ModuleEnumerateFunctions, "listing a module's kernels");
   driver::require(driver::EntryId::FuncGetName, "listing a module's kernels");
   Resource res = Resource::of(ResourceKind::module, s.module, s.device);
+  check_not_poisoned("cuModuleGetFunctionCount", res);  // before the driver (DESIGN 7)
   ContextRef(s.context, s.device).make_current();
   unsigned count = 0;
   check(cu.ModuleGetFunctionCount(&count, s.module), "cuModuleGetFunctionCount", res);

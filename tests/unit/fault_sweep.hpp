@@ -191,6 +191,9 @@ bool is_release(EntryId e);
 bool is_device_level(EntryId e);
 /// Calls with no resource to name (process-wide).
 bool is_process_level(EntryId e);
+/// Whether the library recovers from `code` failing a call of `e` by design (a fallback
+/// every operation making the call shares), so the failure may end without an error.
+bool recovered_by_design(EntryId e, CUresult code);
 /// The error classes the sweep injects into a call of `e`.
 std::vector<CUresult> codes_for(EntryId e);
 

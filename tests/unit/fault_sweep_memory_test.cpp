@@ -202,7 +202,10 @@ const bool peer_ops = sweep::add("peer access", {
        StreamRef s1 = s.given<Stream>("stream on device 1", [&] { return Stream(Device::get(1)); }).ref();
        Buf& b = s.given<Buf>("b on device 1", [&] { return Buf(s1, n, zeroed); });
        copy(s1, buffer(s, "a", 0), b);
-     }, {}, 2},
+     },
+     // Copies enable peer access where they can and otherwise leave the pair to the
+     // driver's staged peer copies (peer_access.hpp): a failed enable is a fallback.
+     {EntryId::CtxEnablePeerAccess}, 2},
 });
 
 // ---- the Gpu facade (memory) ----

@@ -69,8 +69,9 @@ CUresult free_memory(std::uintptr_t base, bool pinned) {
 }
 
 int current_device() {
-  CUcontext c = nullptr;
-  driver::cu.CtxGetCurrent(&c);
+  // Read directly, not through the driver table: the fake's own look-ups are not calls
+  // cudakit makes (the fault sweep would count and fail them as if they were).
+  CUcontext c = current_context();
   return c ? device_of(c) : -1;
 }
 
