@@ -70,8 +70,16 @@ Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zer
   if (zero) {
     CUresult z = cu.MemsetD8Async(pointer, 0, bytes, stream.handle());
     if (z != CUDA_SUCCESS) {
-      a->release();
-      check(z, "cuMemsetD8Async", Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device));
+      // Raise the memset's error before freeing: a sticky code must poison the device with
+      // this error, the first one. Freeing first made the free fail on the dead context,
+      // poison it with cuMemFreeAsync's error, and the memset then threw ContextPoisoned
+      // carrying the free instead of itself (the fault sweep found it).
+      try {
+        check(z, "cuMemsetD8Async", Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device));
+      } catch (...) {
+        a->release();
+        throw;
+      }
     }
   }
   return a;

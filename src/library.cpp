@@ -94,7 +94,12 @@ detail::LibraryState& Library::checked_state() const {
 
 CodeChoice Library::code_for(detail::OnDevice device) const {
   detail::LibraryState& s = checked_state();
-  return choose_code(s.contents, Device::get(device.ordinal).compute_capability(), s.options.jit_policy,
+  // Name and architecture read first, failures thrown (as in Module::load_image): the
+  // words for the message swallow failures, and are cached reads after these.
+  Device d = Device::get(device.ordinal);
+  ComputeCapability capability = d.compute_capability();
+  (void)d.name();
+  return choose_code(s.contents, capability, s.options.jit_policy,
                      "library image from " + s.source + " for " + detail::device_words_for_messages(device.ordinal));
 }
 

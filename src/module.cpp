@@ -76,10 +76,16 @@ Module Module::load(detail::OnDevice device, const CompiledProgram& program, con
 Module Module::load_image(int ordinal, std::span<const std::byte> image, std::string source,
                           detail::NameExpressions names, const ModuleOptions& options) {
   Device device = Device::get(ordinal);
+  // Read the device's name and architecture first, so that a failing query reaches the
+  // caller: device_words_for_messages() swallows failures (it also serves error paths),
+  // which made a failed cuDeviceGetAttribute or cuDeviceGetName vanish here (the fault
+  // sweep found it). Both are cached: the words below then make no driver call.
+  ComputeCapability capability = device.compute_capability();
+  (void)device.name();
   std::string where = detail::device_words_for_messages(ordinal);
   detail::PreparedImage prepared = detail::prepare_image(image);
   std::string what = "module image from " + source;
-  CodeChoice choice = choose_code(prepared.contents, device.compute_capability(), options.jit_policy,
+  CodeChoice choice = choose_code(prepared.contents, capability, options.jit_policy,
                                   what + " for " + where);
 
   Resource res = Resource::of_device(ordinal);

@@ -66,8 +66,15 @@ void enable_peer_access_for_copies(int a, int b) {
     Device f = Device::get(from), t = Device::get(to);
     // Where access cannot be enabled, the driver stages peer copies through the host:
     // slower, still correct. So a refusal is remembered, not thrown.
-    if (!f.can_access_peer(t) || enable_once(from, to) != CUDA_SUCCESS)
+    if (!f.can_access_peer(t)) {
       peer_states[from][to].store(impossible, std::memory_order_release);
+      continue;
+    }
+    CUresult r = enable_once(from, to);
+    // A sticky error is no refusal: the context is dead, and the call that saw it must
+    // say so. Taken for a refusal, the next call failed naming itself (the fault sweep).
+    if (is_sticky(r)) check(r, "cuCtxEnablePeerAccess", Resource::of_device(from));
+    if (r != CUDA_SUCCESS) peer_states[from][to].store(impossible, std::memory_order_release);
   }
 }
 

@@ -106,9 +106,17 @@ class StagingPool {
   }
 
   bool completed(StagingChunk* c) {
-    if (cu.EventQuery(c->done) != CUDA_SUCCESS) return false;  // not ready (or failing: treat as busy)
-    c->pending = false;
-    return true;
+    CUresult r = cu.EventQuery(c->done);
+    if (r == CUDA_SUCCESS) {
+      c->pending = false;
+      return true;
+    }
+    // Not ready, or failing: treat as busy (a real failure shows at the wait). Except a
+    // sticky error: the context is dead, and the call that saw it must say so (and poison
+    // the device with it); treated as busy, the next call failed naming itself instead
+    // (the fault sweep found it).
+    if (is_sticky(r)) check(r, "cuEventQuery", staging_resource(device_));
+    return false;
   }
 
   int device_;

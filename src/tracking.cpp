@@ -181,20 +181,47 @@ void Allocation::destroy() noexcept {
         on = u;
         break;
       }
-    CUstream stream = on != nullptr ? on->handle : service_stream(device);
-    bool waited = false;
+    // The device's service stream only where a stream is needed: a pool free is
+    // stream-ordered, and other streams' work is waited for on it. Memory no live stream
+    // used (a pinned buffer never copied) is freed without one: creating it could fail
+    // and leave the memory unfreed (the fault sweep found it).
+    bool need_stream = kind == AllocationKind::pool;
     for (StreamState* u : users)
-      if (u != on && alive(u)) {
-        wait_for_stream_work(stream, device, u);
-        waited = true;
+      if (u != on && alive(u)) need_stream = true;
+    CUstream stream = on != nullptr ? on->handle : need_stream ? service_stream(device) : nullptr;
+    // Order the free after every stream that used the memory. When that fails, the
+    // failure is parked; then on a dead context (a sticky error, DESIGN 7) nothing runs
+    // any more and the memory is released all the same ("release what they can"), while
+    // on a live one work may still use it, so it is kept: a leak rather than a use after
+    // free. Before, any failure here skipped the release, so memory leaked on every
+    // poisoned device (the fault sweep found it).
+    const char* origin = host ? "host memory free" : "buffer free";
+    try {
+      bool waited = false;
+      for (StreamState* u : users)
+        if (u != on && alive(u)) {
+          wait_for_stream_work(stream, device, u);
+          waited = true;
+        }
+      // cuMemFree, cuMemFreeHost and cuMemHostUnregister are not stream-ordered: wait for
+      // the streams that used the memory first (a copy may still read or write it).
+      if (kind != AllocationKind::pool && (on != nullptr || waited))
+        check(cu.StreamSynchronize(stream), "cuStreamSynchronize", res);
+    } catch (const DriverError& e) {
+      park_error({e.code(), origin, e.what()});
+      if (poison_of(device) == nullptr) {
+        delete this;
+        return;
       }
+    }
     if (kind == AllocationKind::pool) {
       check(cu.MemFreeAsync(pointer, stream), "cuMemFreeAsync", res);
     } else {
-      // cuMemFree, cuMemFreeHost and cuMemHostUnregister are not stream-ordered: wait for
-      // the streams that used the memory first (a copy may still read or write it).
-      if (on != nullptr || waited) check(cu.StreamSynchronize(stream), "cuStreamSynchronize", res);
-      ContextRef(library_context(device), device).make_current();
+      try {
+        ContextRef(library_context(device), device).make_current();
+      } catch (const DriverError&) {
+        if (poison_of(device) == nullptr) throw;  // on a dead context, try the release anyway
+      }
       switch (kind) {
         case AllocationKind::plain: check(cu.MemFree(pointer), "cuMemFree", res); break;
         case AllocationKind::pinned_host:

@@ -43,6 +43,11 @@ struct SmallStaging {
   ~SmallStaging() { detail::set_staging_limits_for_testing(detail::default_staging_chunk_bytes, detail::default_staging_max_chunks); }
 };
 
+// A staging buffer's cuEventQuery that fails counts as "still busy" (staging.cpp): the
+// copy then takes or waits for another buffer, and a real failure surfaces from that
+// wait. Operations that reuse staging buffers list it as a recovery.
+const std::vector<EntryId> staging_reuse = {EntryId::EventQuery};
+
 // ---- device buffers and spans ----
 const bool buffer_ops = sweep::add("device buffers", {
     {"DeviceBuffer(Stream, n, uninitialized) (first pool allocation on the device)",
@@ -95,14 +100,16 @@ const bool copy_ops = sweep::add("copies", {
     {"copy H2D pageable in several staging buffers", [](Scene& s) {
        SmallStaging small;
        copy(s.stream(), host(s, "h"), buffer(s, "b"));
-     }},
+     },
+     staging_reuse},
     {"copy D2H into std::vector (pageable, staged)", [](Scene& s) { copy(s.stream(), buffer(s, "b"), host(s, "h")); }},
     {"copy D2H into std::span (pageable, staged)",
      [](Scene& s) { copy(s.stream(), buffer(s, "b").subspan(0, 8), std::span<float>(host(s, "h")).first(8)); }},
     {"copy D2H pageable in several staging buffers", [](Scene& s) {
        SmallStaging small;
        copy(s.stream(), buffer(s, "b"), host(s, "h"));
-     }},
+     },
+     staging_reuse},
     {"copy H2D from a PinnedBuffer", [](Scene& s) { copy(s.stream(), pinned(s, "p"), buffer(s, "b")); }},
     {"copy D2H into a PinnedBuffer", [](Scene& s) { copy(s.stream(), buffer(s, "b"), pinned(s, "p")); }},
     {"copy D2D buffer to buffer", [](Scene& s) { copy(s.stream(), buffer(s, "a"), buffer(s, "b")); }},
@@ -142,18 +149,26 @@ const bool pinned_ops = sweep::add("pinned memory", {
        copy(s.stream(), p, buffer(s, "b"));
        p.reset();
      }},
-    {"HostRegistration(vector)", [](Scene& s) { HostRegistration r(host(s, "h")); }},
-    {"HostRegistration(pointer, bytes, mapped)",
-     [](Scene& s) { HostRegistration r(host(s, "h").data(), n * sizeof(float), {.mapped = true}); }},
+    // Each registers memory of its own: after a failed cuMemHostUnregister the driver
+    // still holds the range, and registering it again is refused (host_registration.hpp).
+    {"HostRegistration(vector)", [](Scene&) {
+       std::vector<float> h(n);
+       HostRegistration r(h);
+     }},
+    {"HostRegistration(pointer, bytes, mapped)", [](Scene&) {
+       std::vector<float> h(n);
+       HostRegistration r(h.data(), n * sizeof(float), {.mapped = true});
+     }},
     {"HostRegistration used by copies, synchronize, destroy", [](Scene& s) {
-       std::vector<float>& h = host(s, "h");
+       std::vector<float> h(n, 1.0f);
        HostRegistration r(h);
        copy(s.stream(0), h, buffer(s, "a", 0));
        copy(s.stream(1), buffer(s, "b", 1), h);
        r.synchronize();
      }},
-    {"HostRegistration move and reset", [](Scene& s) {
-       HostRegistration r(host(s, "h"));
+    {"HostRegistration move and reset", [](Scene&) {
+       std::vector<float> h(n);
+       HostRegistration r(h);
        HostRegistration q(std::move(r));
        q.reset();
      }},
@@ -226,7 +241,8 @@ const bool gpu_memory_ops = sweep::add("Gpu facade (memory)", {
        gpu.download(b, host(s, "h"));
        (void)gpu.download(a);
        gpu.synchronize();
-     }},
+     },
+     staging_reuse},
 });
 
 }  // namespace
