@@ -48,6 +48,8 @@ void detail::check_raw_arguments(CUfunction function, const std::size_t* sizes, 
     if (r == CUDA_ERROR_INVALID_VALUE)
       throw InvalidArgument("add_kernel: the kernel takes " + std::to_string(i) + " argument(s), " +
                             std::to_string(count) + " were given");
+    // A sticky error is no "cannot tell": the context is dead, and this call must say so.
+    if (is_sticky(r)) check(r, "cuFuncGetParamInfo", Resource::none());
     if (r != CUDA_SUCCESS) return;  // this driver cannot tell: the driver checks at instantiation
     if (size != sizes[i])
       throw InvalidArgument("add_kernel: argument " + std::to_string(i + 1) + " of the kernel is " +

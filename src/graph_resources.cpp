@@ -158,10 +158,17 @@ void attach_to_graph(CUgraph graph, GraphResources* resources) {
   }
   r = cu.GraphRetainUserObject(graph, object, 1, CU_GRAPH_USER_OBJECT_MOVE);
   if (r != CUDA_SUCCESS) {
-    // Dropping our reference runs the destructor, which queues the release.
-    CUresult d = cu.UserObjectRelease(object, 1);
-    if (d != CUDA_SUCCESS) park_driver_error(d, "cuUserObjectRelease", res, "graph user object");
-    check(r, "cuGraphRetainUserObject", res);
+    // Raise the retain's error first, then drop our reference (its destructor queues the
+    // release): with a sticky code the error raised first poisons the device, and it
+    // must be this one. Releasing first made the release's failure the poison, so the
+    // retain threw ContextPoisoned carrying cuUserObjectRelease (the fault sweep found it).
+    try {
+      check(r, "cuGraphRetainUserObject", res);
+    } catch (...) {
+      CUresult d = cu.UserObjectRelease(object, 1);
+      if (d != CUDA_SUCCESS) park_driver_error(d, "cuUserObjectRelease", res, "graph user object");
+      throw;
+    }
   }
 }
 

@@ -98,6 +98,9 @@ void load_parameters(FunctionState& s) {
     s.parameters_state = ParameterInfoState::unavailable;
     return;
   }
+  // On a poisoned device, fail before the driver, carrying the original (DESIGN 7): the
+  // parameters are not cached after a failure, so a later lookup comes back here.
+  check_not_poisoned("cuFuncGetParamInfo", kernel_resource(s));
   std::vector<ParameterInfo> params;
   for (std::size_t i = 0;; ++i) {
     std::size_t offset = 0, size = 0;

@@ -188,7 +188,16 @@ void Allocation::destroy() noexcept {
     bool need_stream = kind == AllocationKind::pool;
     for (StreamState* u : users)
       if (u != on && alive(u)) need_stream = true;
-    CUstream stream = on != nullptr ? on->handle : need_stream ? service_stream(device) : nullptr;
+    CUstream stream = on != nullptr ? on->handle : nullptr;
+    if (stream == nullptr && need_stream) {
+      try {
+        stream = service_stream(device);
+      } catch (const DriverError&) {
+        // On a dead context the service stream cannot be made: nothing runs any more, so
+        // release on no stream rather than not at all (see below).
+        if (poison_of(device) == nullptr) throw;
+      }
+    }
     // Order the free after every stream that used the memory. When that fails, the
     // failure is parked; then on a dead context (a sticky error, DESIGN 7) nothing runs
     // any more and the memory is released all the same ("release what they can"), while

@@ -152,7 +152,11 @@ const bool graph_ops = sweep::add("graphs", {
     {"Graph::add_kernel (RawKernelNode)", [](Scene& s) {
        empty_graph(s).add_kernel(RawKernelNode{fill_kernel(s).handle(), 1, n},
                                  KernelArgs().add(buffer(s, "y")).add(1.0f).add(n));
-     }},
+     },
+     // A raw kernel's arguments are checked against cuFuncGetParamInfo where the driver
+     // can tell; where it cannot (a failure other than a sticky one), the driver checks
+     // them at instantiation (graph.cpp, DESIGN 10): a fallback.
+     {EntryId::FuncGetParamInfo}},
     {"Graph::add_copy (device to device)", [](Scene& s) { empty_graph(s).add_copy(buffer(s, "y").span(), buffer(s, "x").span()); }},
     {"Graph::add_copy (host to device)",
      [](Scene& s) { empty_graph(s).add_copy(buffer(s, "y").span(), std::span<const float>(host(s))); }},
@@ -226,7 +230,8 @@ const bool exec_ops = sweep::add("executable graphs", {
     {"GraphExec::update_kernel_arguments (KernelArgs)", [](Scene& s) {
        OneKernel& k = one_kernel(s);
        exec_of(s, k.graph, "exec").update_kernel_arguments(k.node, KernelArgs().add(buffer(s, "x")).add(2.0f).add(n));
-     }},
+     },
+     {EntryId::FuncGetParamInfo}},  // checked where the driver can tell, as add_kernel (RawKernelNode)
     {"GraphExec lifecycle (instantiate, launch, destroy)", [](Scene& s) {
        GraphExec e = mixed_graph(s).instantiate();
        e.launch(s.stream());

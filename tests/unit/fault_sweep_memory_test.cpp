@@ -35,6 +35,15 @@ std::vector<float>& host(Scene& s, const std::string& key) {
   return s.given<std::vector<float>>(key, [] { return std::vector<float>(n, 2.0f); });
 }
 
+// Host memory of its own for each run, kept for the scene's life: after a failed
+// cuMemHostUnregister the driver still holds the range, and registering it again is
+// refused (host_registration.hpp), so a run again must not land on the same addresses.
+std::vector<float>& fresh_host(Scene& s) {
+  auto& all = s.given<std::vector<std::vector<float>>>("registered", [] { return std::vector<std::vector<float>>(); });
+  all.reserve(8);  // the elements' own storage never moves; only the outer vector grows
+  return all.emplace_back(n, 1.0f);
+}
+
 // Small staging buffers for the operation's scope, so a small pageable copy takes
 // several of them (and waits for one to come back). reset_device_states_for_testing()
 // restores the defaults at the end of every run too.
@@ -149,26 +158,18 @@ const bool pinned_ops = sweep::add("pinned memory", {
        copy(s.stream(), p, buffer(s, "b"));
        p.reset();
      }},
-    // Each registers memory of its own: after a failed cuMemHostUnregister the driver
-    // still holds the range, and registering it again is refused (host_registration.hpp).
-    {"HostRegistration(vector)", [](Scene&) {
-       std::vector<float> h(n);
-       HostRegistration r(h);
-     }},
-    {"HostRegistration(pointer, bytes, mapped)", [](Scene&) {
-       std::vector<float> h(n);
-       HostRegistration r(h.data(), n * sizeof(float), {.mapped = true});
-     }},
+    {"HostRegistration(vector)", [](Scene& s) { HostRegistration r(fresh_host(s)); }},
+    {"HostRegistration(pointer, bytes, mapped)",
+     [](Scene& s) { HostRegistration r(fresh_host(s).data(), n * sizeof(float), {.mapped = true}); }},
     {"HostRegistration used by copies, synchronize, destroy", [](Scene& s) {
-       std::vector<float> h(n, 1.0f);
+       std::vector<float>& h = fresh_host(s);
        HostRegistration r(h);
        copy(s.stream(0), h, buffer(s, "a", 0));
        copy(s.stream(1), buffer(s, "b", 1), h);
        r.synchronize();
      }},
-    {"HostRegistration move and reset", [](Scene&) {
-       std::vector<float> h(n);
-       HostRegistration r(h);
+    {"HostRegistration move and reset", [](Scene& s) {
+       HostRegistration r(fresh_host(s));
        HostRegistration q(std::move(r));
        q.reset();
      }},
