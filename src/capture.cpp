@@ -370,9 +370,21 @@ std::optional<Graph> Capture::end() {
   std::size_t nodes = 0;
   CUresult r = cu.GraphGetNodes(graph, nullptr, &nodes);
   if (r != CUDA_SUCCESS || nodes == 0) {
-    CUresult d = cu.GraphDestroy(graph);
-    if (d != CUDA_SUCCESS) park_driver_error(d, "cuGraphDestroy", Resource::of(ResourceKind::graph, graph, device), "capture end");
-    check(r, "cuGraphGetNodes", Resource::of(ResourceKind::graph, graph, device));
+    // A failed count is raised (and, sticky, poisons the device) before the destroy: the
+    // first error must be the one kept. Destroying first made a sticky cuGraphGetNodes
+    // surface as ContextPoisoned carrying cuGraphDestroy (the fault sweep found it).
+    auto destroy = [&] {
+      CUresult d = cu.GraphDestroy(graph);
+      if (d != CUDA_SUCCESS)
+        park_driver_error(d, "cuGraphDestroy", Resource::of(ResourceKind::graph, graph, device), "capture end");
+    };
+    try {
+      check(r, "cuGraphGetNodes", Resource::of(ResourceKind::graph, graph, device));
+    } catch (...) {
+      destroy();
+      throw;
+    }
+    destroy();
     held.reset();
     run_deferred_tasks_if_any();
     return std::nullopt;  // an empty capture yields no graph

@@ -34,11 +34,14 @@ CUcontext context_of(int device) {
 
 // A raw kernel's arguments against its parameter info, where this driver has
 // cuFuncGetParamInfo and knows the function (DESIGN 10).
-void detail::check_raw_arguments(CUfunction function, const std::size_t* sizes, std::size_t count) {
+void detail::check_raw_arguments(CUfunction function, int device, const std::size_t* sizes, std::size_t count) {
   if (!driver::has(driver::EntryId::FuncGetParamInfo)) return;
   for (std::size_t i = 0; i <= count; ++i) {
     std::size_t offset = 0, size = 0;
     CUresult r = cu.FuncGetParamInfo(function, i, &offset, &size);
+    // A sticky error is no "cannot tell" (nor the end of the list): the context is dead,
+    // and this call must say so, before the next one fails naming itself.
+    if (is_sticky(r)) check(r, "cuFuncGetParamInfo", Resource::of(ResourceKind::kernel, function, device));
     if (i == count) {
       if (r == CUDA_SUCCESS)
         throw InvalidArgument("add_kernel: the kernel takes more than the " + std::to_string(count) +
@@ -48,8 +51,6 @@ void detail::check_raw_arguments(CUfunction function, const std::size_t* sizes, 
     if (r == CUDA_ERROR_INVALID_VALUE)
       throw InvalidArgument("add_kernel: the kernel takes " + std::to_string(i) + " argument(s), " +
                             std::to_string(count) + " were given");
-    // A sticky error is no "cannot tell": the context is dead, and this call must say so.
-    if (is_sticky(r)) check(r, "cuFuncGetParamInfo", Resource::none());
     if (r != CUDA_SUCCESS) return;  // this driver cannot tell: the driver checks at instantiation
     if (size != sizes[i])
       throw InvalidArgument("add_kernel: argument " + std::to_string(i + 1) + " of the kernel is " +
@@ -161,7 +162,7 @@ GraphNode GraphRef::add_kernel_node(const Function* function, CUfunction raw, co
       throw InvalidArgument("add_kernel: argument " + std::to_string(i + 1) + " is a buffer on device " +
                             std::to_string(uses[i].allocation->device) + ", the graph belongs to device " +
                             std::to_string(device_));
-  if (function == nullptr && sizes != nullptr) detail::check_raw_arguments(handle, sizes, count);
+  if (function == nullptr && sizes != nullptr) detail::check_raw_arguments(handle, device_, sizes, count);
   Resource res = graph_resource(handle_, device_);
   check_not_poisoned("cuGraphAddKernelNode", res);
   context_of(device_);

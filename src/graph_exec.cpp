@@ -312,7 +312,7 @@ void GraphExec::update_kernel_node(GraphNode node, CUfunction expected, void** p
   if (expected != nullptr && p.func != expected)
     throw InvalidArgument("update_kernel_arguments: " + node_words(node.handle()) +
                           " launches another kernel than the one whose arguments were given");
-  if (sizes != nullptr) detail::check_raw_arguments(p.func, sizes, count);
+  if (sizes != nullptr) detail::check_raw_arguments(p.func, s.device, sizes, count);
   for (std::size_t i = 0; i < count; ++i)
     if (uses[i].allocation != nullptr && uses[i].allocation->device != s.device)
       throw InvalidArgument("update_kernel_arguments: argument " + std::to_string(i + 1) + " is a buffer on device " +

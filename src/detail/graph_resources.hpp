@@ -77,7 +77,7 @@ void release(GraphCore* core) noexcept;
 
 /// A raw kernel's arguments (their sizes) against its parameter info, where this driver
 /// has cuFuncGetParamInfo and knows the function; InvalidArgument on a mismatch.
-void check_raw_arguments(CUfunction function, const std::size_t* sizes, std::size_t count);
+void check_raw_arguments(CUfunction function, int device, const std::size_t* sizes, std::size_t count);
 
 /// Gives `graph` a CUDA user object holding one reference to `resources` (taken here).
 /// Throws DriverError when the driver refuses; the reference is then not taken.

@@ -12,7 +12,17 @@
 //   - the failed call was a release inside a destructor: nothing is thrown, and the
 //     error is parked (DESIGN 2) with its code and call;
 //   - CUDA_ERROR_NOT_READY from a query (cuStreamQuery, cuEventQuery): the operation
-//     answers false (DESIGN 4), with nothing thrown or parked.
+//     answers false (DESIGN 4), with nothing thrown or parked;
+//   - a call a destructor makes before its release (the synchronize before cuMemFree, a
+//     wait for another stream): parked like the release, with its code and call;
+//   - OUT_OF_MEMORY from cuMemAlloc/cuMemAllocAsync: may end in success (the pool is
+//     trimmed and the allocation tried again, memory_pool.hpp); recovered_by_design().
+//
+// A call named with a detail ("cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_...)") names the call;
+// GraphInstantiateError (instantiation's documented error) counts as a DriverError with
+// its code and the call and resource its message starts with. cuFuncGetParamInfo gets no
+// INVALID_VALUE (its own "past the last parameter"). Library entries belong to no context:
+// cuLibraryLoadData is process-level, and library calls are allowed on a poisoned device.
 //
 // and afterwards: the scene's objects are usable again (non-sticky codes: the operation
 // run again succeeds) or cleanly dead (sticky codes: it throws ContextPoisoned carrying
@@ -26,6 +36,15 @@
 // every call: destructors must neither throw nor hang, and what they park must say
 // "poisoned". A third runs it on drivers older than the newest entries it calls: it
 // must throw FeatureUnavailable naming the entry (or work without it), leaking nothing.
+//
+// Areas registered: devices, contexts, streams and events (fault_sweep_test.cpp); memory
+// (fault_sweep_memory_test.cpp); modules, libraries and launches
+// (fault_sweep_launch_test.cpp); capture and graphs (fault_sweep_graph_test.cpp).
+//
+// Cost: every call of an operation is swept, repeated occurrences included, from a
+// fresh fake each time. The whole sweep (about 170 operations, some with 30 calls) takes
+// about 2 s in the default build; if it grows past a minute, sweep each distinct entry of
+// an operation once per error class instead of every occurrence.
 //
 // ---- Adding operations (other areas: memory, launch, graphs, ...) ----
 //
