@@ -163,6 +163,8 @@ void check_slow(FunctionState& f, const LaunchConfig& c) {
 
 }  // namespace
 
+void check_launch_config(FunctionState& f, const LaunchConfig& c) { check_slow(f, c); }
+
 void prepare_launch(FunctionState& f, StreamRef stream, const LaunchConfig& c) {
   stream.require_handle("cuLaunchKernel");
   if (stream.device_ordinal() != f.device) [[unlikely]]

@@ -14,11 +14,12 @@
 // a Function and a KernelArgs list, checked against the kernel's parameter info.
 //
 // Lifetimes: a graph keeps alive every buffer its nodes touch, the module of every kernel
-// it launches and every callable its host nodes run (DESIGN 4). They are held through a
-// CUDA user object the graph owns, so the driver lets go of them only once the graph and
-// every executable made from it are destroyed and their launches have completed; cudakit
-// then frees them at its next safe point (run_deferred_releases). Host memory given to host copies and events given to
-// event nodes are not owned: they must outlive the graph and its executables.
+// it launches and every callable its host nodes run (DESIGN 4). The Graph holds them, and
+// so does every executable made from it until its last launch has completed; cudakit then
+// frees them at its next safe point (run_deferred_releases). Host memory given to host
+// copies and events given to event nodes are not owned: they must outlive the graph and
+// its executables. A graph instantiated or launched with the raw driver (through
+// handle()) is outside this: keep the Graph alive until that work has completed.
 //
 // A GraphRef is a non-owning view: the body of a conditional node is one (its parent
 // owns it), and so is a ref taken from a Graph. It must not outlive its owner.
@@ -147,8 +148,12 @@ class GraphRef {
   GraphNode add_empty(const Dependencies& after = {}) const;
   /// A typed kernel node: `args` bind to the kernel's parameters as in launch() (checked
   /// at compile time); the buffers are kept alive and tracked, the kernel's module stays
-  /// loaded. Configurations with launch attributes (clusters, cooperative, priority,
-  /// programmatic dependent launch) are refused: capture such launches instead.
+  /// loaded. The configuration is checked as a launch's is (InvalidArgument naming the
+  /// kernel, the value and the limit). Clusters, cooperative launches and priorities
+  /// become the node's attributes (a priority takes effect when the executable is
+  /// instantiated with InstantiateOptions::use_node_priority). Programmatic dependent
+  /// launch is refused: in a graph it is an edge, not a node property; capture such
+  /// launches instead.
   template <class... Params, class... Args>
   GraphNode add_kernel(const Dependencies& after, const Kernel<void(Params...)>& kernel, const LaunchConfig& config,
                        Args&&... args) const {
@@ -259,6 +264,7 @@ class GraphRef {
   GraphNode add_kernel_node(const Function* function, CUfunction raw, const LaunchConfig& config, void** params,
                             const detail::BufferUse* uses, std::size_t count, const std::size_t* sizes,
                             const Dependencies& after) const;
+  void set_kernel_node_attributes(CUgraphNode node, const LaunchConfig& config) const;
   GraphNode add_copy_node(CUdeviceptr destination, detail::Allocation* destination_allocation, CUdeviceptr source,
                           detail::Allocation* source_allocation, const void* host_source, void* host_destination,
                           std::size_t bytes, const Dependencies& after) const;
