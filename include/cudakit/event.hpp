@@ -17,10 +17,16 @@ class StreamRef;
 
 /// Whether an event records timestamps. Timing costs a little on every record, so it is
 /// off unless asked for.
-enum class EventTiming { disabled, enabled };
+enum class EventTiming {
+  disabled,  ///< CU_EVENT_DISABLE_TIMING: for ordering and completion only
+  enabled,   ///< timestamps, for elapsed_time()
+};
 /// How a host waiting on the event waits: spinning (lowest latency) or blocking (frees
 /// the CPU core).
-enum class EventWait { spin, blocking };
+enum class EventWait {
+  spin,      ///< the driver's default: a waiting host thread polls
+  blocking,  ///< CU_EVENT_BLOCKING_SYNC: a waiting host thread sleeps until completion
+};
 
 /// A non-owning view of an event: a handle and its device's ordinal, trivially
 /// copyable. It does not keep the event alive. Every call below throws EmptyHandle on
