@@ -3,6 +3,10 @@
 // result and the reported cuMemAlloc comparison. The numbers mean nothing here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "bench/registry.hpp"
 #include "fake_fixture.hpp"
 
@@ -25,6 +29,34 @@ TEST_F(MemoryBenchmarks, PoolAllocateFreeRunsOnBothSides) {
   EXPECT_DOUBLE_EQ(results[0].target_ratio, 1.1);
   EXPECT_TRUE(judge(results[0]).judged);
   EXPECT_FALSE(judge(results[1]).judged);
+}
+
+// The quick run (the doctor's check) measures copy bandwidth at the judged 64 MiB only,
+// H2D, D2H and D2D, each beside raw and judged against the 98% floor.
+TEST_F(MemoryBenchmarks, QuickBandwidthIsTheJudgedSizeInEachDirection) {
+  Context quick{Device::get(0), true};
+  auto chosen = select(benchmarks(), {"bandwidth"}, true);
+  ASSERT_EQ(chosen.size(), 3u);
+  std::vector<std::string> names;
+  for (const Benchmark& b : chosen) {
+    auto results = run_guarded(b, quick);
+    ASSERT_EQ(results.size(), 1u) << b.name;
+    const Result& r = results[0];
+    names.push_back(r.name);
+    EXPECT_EQ(r.error, "") << r.name;
+    EXPECT_EQ(r.unit, "GB/s") << r.name;
+    EXPECT_DOUBLE_EQ(r.size_bytes, 64.0 * 1024 * 1024) << r.name;
+    EXPECT_DOUBLE_EQ(r.target_ratio, 0.98) << r.name;
+    EXPECT_EQ(r.cudakit.size(), static_cast<std::size_t>(quick.interleave(1).rounds)) << r.name;
+    EXPECT_EQ(r.raw.size(), r.cudakit.size()) << r.name;
+    for (double gbps : r.cudakit) EXPECT_GT(gbps, 0) << r.name;
+    for (double gbps : r.raw) EXPECT_GT(gbps, 0) << r.name;
+    EXPECT_TRUE(judge(r).judged) << r.name;
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"D2D 64 MiB", "pinned D2H 64 MiB", "pinned H2D 64 MiB"}));
+  EXPECT_EQ(fake().live("device memory"), 0u);
+  EXPECT_EQ(fake().live("pinned host memory"), 0u);
 }
 
 }  // namespace
