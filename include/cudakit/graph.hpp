@@ -64,12 +64,16 @@ struct GraphCore;
 /// One node of a graph (a non-owning handle; its graph owns it).
 class GraphNode {
  public:
+  /// An empty node handle.
   GraphNode() = default;
+  /// Wraps a raw node handle (nothing is checked).
   explicit GraphNode(CUgraphNode handle) noexcept : handle_(handle) {}
+  /// The driver's handle (null when empty), and whether there is one.
   CUgraphNode handle() const noexcept { return handle_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// The node's type (cuGraphNodeGetType).
   CUgraphNodeType type() const;
+  /// Same handle.
   friend bool operator==(const GraphNode& a, const GraphNode& b) noexcept { return a.handle_ == b.handle_; }
 
  private:
@@ -77,16 +81,21 @@ class GraphNode {
 };
 
 /// The nodes a new node depends on: `{}` (none), `{a, b}`, or a vector.
+/// Implicit from each of those, so `{a, b}` works where one is expected.
 class Dependencies {
  public:
+  /// No dependency: the node is a root.
   Dependencies() = default;
+  /// One node, a list, or a vector of nodes (copied).
   Dependencies(GraphNode node) : nodes_{node.handle()} {}
   Dependencies(std::initializer_list<GraphNode> nodes) {
     for (GraphNode n : nodes) nodes_.push_back(n.handle());
   }
+  /// A vector of nodes (copied).
   Dependencies(const std::vector<GraphNode>& nodes) {
     for (GraphNode n : nodes) nodes_.push_back(n.handle());
   }
+  /// The raw handles as the driver takes them (null when none), and how many.
   const CUgraphNode* data() const noexcept { return nodes_.empty() ? nullptr : nodes_.data(); }
   std::size_t size() const noexcept { return nodes_.size(); }
 
@@ -120,10 +129,16 @@ enum class ConditionStart {
 
 struct ConditionalNode;
 
+/// A non-owning view of a graph (see above), through which nodes are added and the graph
+/// inspected. Calls that need the graph throw EmptyHandle on an empty ref and
+/// DriverError when the driver fails.
 class GraphRef {
  public:
+  /// An empty ref.
   GraphRef() = default;
 
+  /// The driver's handle (null when empty), the device's ordinal (-1 when empty), and
+  /// whether the ref has a graph.
   CUgraph handle() const noexcept { return handle_; }
   int device_ordinal() const noexcept { return device_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
@@ -283,11 +298,15 @@ struct ConditionalNode {
   GraphRef else_body;  ///< add_if_else only: runs when the condition is zero
 };
 
+/// Owns a graph (cuGraphCreate or a capture) and, through a user object, what its nodes
+/// keep alive (see above). Move-only; the GraphRef calls work on it directly.
 class Graph : public GraphRef {
  public:
-  /// An empty graph on `device`, to build node by node.
+  /// An empty graph on `device`, to build node by node. Throws DriverError.
   explicit Graph(Device device);
 
+  /// An empty owner (what a moved-from one becomes): calls that need the graph throw
+  /// EmptyHandle.
   Graph() = default;
   Graph(Graph&& other) noexcept : GraphRef(std::exchange(static_cast<GraphRef&>(other), GraphRef{})),
                                   core_(std::exchange(other.core_, nullptr)) {}
@@ -304,6 +323,7 @@ class Graph : public GraphRef {
   /// Destroys the graph. Executables made from it stay valid and keep what they need.
   ~Graph() { reset(); }
 
+  /// A non-owning view, valid while this owner lives.
   GraphRef ref() const noexcept { return *this; }
 
   /// An independent copy (cuGraphClone) that keeps alive the same buffers.
