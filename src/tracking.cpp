@@ -146,7 +146,11 @@ void Allocation::synchronize_users() const {
         check(cu.EventSynchronize(fence), "cuEventSynchronize", Resource::of(ResourceKind::stream, u->handle, u->device));
       continue;
     }
-    check(cu.StreamSynchronize(u->handle), "cuStreamSynchronize", Resource::of(ResourceKind::stream, u->handle, u->device));
+    if (CUresult r = cu.StreamSynchronize(u->handle); r != CUDA_SUCCESS) {
+      Resource res = Resource::of(ResourceKind::stream, u->handle, u->device);
+      res.last_launch = last_launch_of(u);  // a kernel's fault surfaces here
+      check(r, "cuStreamSynchronize", res);
+    }
   }
 }
 
