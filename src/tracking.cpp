@@ -185,14 +185,19 @@ void Allocation::destroy() noexcept {
         on = u;
         break;
       }
-    CUstream stream = on != nullptr ? on->handle : service_stream(device);
+    // The service stream only where a stream is needed (a pool free, or waits): memory no
+    // stream used is freed without one (on a poisoned device, making it would fail first
+    // and the free would never be tried).
+    CUstream stream = on != nullptr ? on->handle : nullptr;
     bool waited = false;
     for (StreamState* u : users)
       if (u != on && alive(u)) {
+        if (stream == nullptr) stream = service_stream(device);
         wait_for_stream_work(stream, device, u);
         waited = true;
       }
     if (kind == AllocationKind::pool) {
+      if (stream == nullptr) stream = service_stream(device);
       check(cu.MemFreeAsync(pointer, stream), "cuMemFreeAsync", res);
     } else {
       // cuMemFree, cuMemFreeHost and cuMemHostUnregister are not stream-ordered: wait for
