@@ -249,7 +249,9 @@ void GraphExec::launch(StreamRef stream) {
   // buffers on other streams, and later uses elsewhere are ordered after the replay.
   for (const BufferUse& u : s.uses) u.allocation->use(stream, u.access);
   check(cu.GraphLaunch(s.handle, stream.handle()), "cuGraphLaunch", res);
+  // A fault in the graph is reported by a later synchronize, which names this launch.
   detail::StreamState* st = detail::stream_state_of(stream);
+  st->last_launch.store("a graph executable", std::memory_order_relaxed);
   if (st != s.last_stream) [[unlikely]] {
     detail::tracker_retain(st);
     if (s.last_stream != nullptr) detail::tracker_release(s.last_stream);

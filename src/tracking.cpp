@@ -203,7 +203,11 @@ void Allocation::synchronize_users() const {
         check(cu.EventSynchronize(fence), "cuEventSynchronize", Resource::of(ResourceKind::stream, u->handle, u->device));
       continue;
     }
-    check(cu.StreamSynchronize(u->handle), "cuStreamSynchronize", Resource::of(ResourceKind::stream, u->handle, u->device));
+    if (CUresult r = cu.StreamSynchronize(u->handle); r != CUDA_SUCCESS) {
+      Resource res = Resource::of(ResourceKind::stream, u->handle, u->device);
+      res.last_launch = last_launch_of(u);  // a kernel's fault surfaces here
+      check(r, "cuStreamSynchronize", res);
+    }
   }
 }
 
@@ -239,15 +243,20 @@ void Allocation::destroy() noexcept {
     for_each_user([&](StreamState* u) {
       if (on == nullptr && alive(u) && u->capture.load(std::memory_order_acquire) == nullptr) on = u;
     });
-    CUstream stream = on != nullptr ? on->handle : service_stream(device);
+    // The service stream only where a stream is needed (a pool free, or waits): memory no
+    // stream used is freed without one (on a poisoned device, making it would fail first
+    // and the free would never be tried).
+    CUstream stream = on != nullptr ? on->handle : nullptr;
     bool waited = false;
     for_each_user([&](StreamState* u) {
       if (u != on && alive(u)) {
+        if (stream == nullptr) stream = service_stream(device);
         wait_for_stream_work(stream, device, u);
         waited = true;
       }
     });
     if (kind == AllocationKind::pool) {
+      if (stream == nullptr) stream = service_stream(device);
       check(cu.MemFreeAsync(pointer, stream), "cuMemFreeAsync", res);
     } else {
       // cuMemFree, cuMemFreeHost and cuMemHostUnregister are not stream-ordered: wait for

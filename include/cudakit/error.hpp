@@ -53,6 +53,10 @@ struct Resource {
   const void* handle = nullptr;  // the driver handle, or a device address
   int device = -1;               // device ordinal, -1 when unknown
   const char* name = nullptr;    // a kernel's or program's name, when it has one
+  // A stream's last launch ("kernel 'saxpy'"), named in the error a synchronize or query
+  // reports: a kernel's fault surfaces there, long after its launch returned. A string
+  // that is never freed (stream_state.hpp).
+  const char* last_launch = nullptr;
 
   /// No object: the call was about nothing in particular (cuInit, a version query).
   static Resource none() { return {}; }
@@ -64,7 +68,8 @@ struct Resource {
   }
 };
 
-/// "stream 0x7f.. on device 0 (NVIDIA H200)".
+/// "stream 0x7f.. on device 0 (NVIDIA H200)", with " (last launch on it: kernel 'saxpy')"
+/// when the resource names one.
 std::string describe(const Resource& resource);
 
 /// The root of every exception cudakit throws.
