@@ -389,7 +389,7 @@ std::optional<Graph> Capture::end() {
     run_deferred_tasks_if_any();
     return std::nullopt;  // an empty capture yields no graph
   }
-  Graph result(graph, device, resources);  // takes the graph; its user object holds the resources
+  Graph result(graph, device, resources);  // takes the graph; its core holds the resources
   held.reset();
   run_deferred_tasks_if_any();
   return result;

@@ -167,6 +167,7 @@ std::string describe(const Resource& r) {
     if (r.handle != nullptr) s += " " + hex(r.handle);
   }
   if (r.device >= 0) s += (s.empty() ? "" : " on ") + device_words(r.device);
+  if (r.last_launch != nullptr) s += std::string(" (last launch on it: ") + r.last_launch + ")";
   return s;
 }
 

@@ -152,10 +152,13 @@ GraphNode GraphRef::add_kernel_node(const Function* function, CUfunction raw, co
     throw InvalidArgument("add_kernel: kernel '" + function->name() + "' is loaded on device " +
                           std::to_string(function->device_ordinal()) + ", the graph belongs to device " +
                           std::to_string(device_));
-  if (config.has_attributes())
-    throw InvalidArgument("add_kernel: a kernel node takes a grid, a block and dynamic shared memory; launch "
-                          "attributes (clusters, cooperative launches, priorities, programmatic dependent launch) are "
-                          "not supported in explicit nodes: capture such a launch instead");
+  if (config.programmatic_dependent_launch)
+    throw InvalidArgument("add_kernel: programmatic dependent launch is a property of a launch on a stream, not of a "
+                          "graph node (the driver accepts it for launches only); in a graph it is an edge between "
+                          "two kernel nodes: capture the two launches, which the driver turns into such an edge");
+  // A typed or Function node gets the checks a launch gets (the limits are known); a raw
+  // CUfunction's limits are not, and the driver checks it at instantiation.
+  if (function != nullptr) detail::check_launch_config(function->state(), config);
   if (config.shared_memory_bytes > 0xffffffffu) throw InvalidArgument("add_kernel: dynamic shared memory too large");
   for (std::size_t i = 0; i < count; ++i)
     if (uses[i].allocation != nullptr && uses[i].allocation->device != device_)
@@ -181,7 +184,39 @@ GraphNode GraphRef::add_kernel_node(const Function* function, CUfunction raw, co
   p.kernelParams = count == 0 ? nullptr : params;
   CUgraphNode node = nullptr;
   check(cu.GraphAddKernelNode(&node, handle_, after.data(), after.size(), &p), "cuGraphAddKernelNode", res);
+  if (config.has_attributes()) set_kernel_node_attributes(node, config);
   return GraphNode(node);
+}
+
+// Clusters, cooperative launches and priorities are attributes of the node (the driver
+// documents them as valid for graph nodes). A node whose attributes the driver refused
+// is removed again: never a node that would run without what it was asked for.
+void GraphRef::set_kernel_node_attributes(CUgraphNode node, const LaunchConfig& config) const {
+  Resource res = graph_resource(handle_, device_);
+  auto set = [&](CUlaunchAttributeID id, const CUlaunchAttributeValue& value) {
+    CUresult r = cu.GraphKernelNodeSetAttribute(node, id, &value);
+    if (r == CUDA_SUCCESS) return;
+    CUresult d = cu.GraphDestroyNode(node);
+    if (d != CUDA_SUCCESS) park_driver_error(d, "cuGraphDestroyNode", res, "add_kernel");
+    check(r, "cuGraphKernelNodeSetAttribute", res);
+  };
+  if (config.cluster) {
+    CUlaunchAttributeValue v{};
+    v.clusterDim.x = config.cluster->x;
+    v.clusterDim.y = config.cluster->y;
+    v.clusterDim.z = config.cluster->z;
+    set(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, v);
+  }
+  if (config.cooperative) {
+    CUlaunchAttributeValue v{};
+    v.cooperative = 1;
+    set(CU_LAUNCH_ATTRIBUTE_COOPERATIVE, v);
+  }
+  if (config.priority) {
+    CUlaunchAttributeValue v{};
+    v.priority = *config.priority;
+    set(CU_LAUNCH_ATTRIBUTE_PRIORITY, v);
+  }
 }
 
 namespace {
@@ -386,7 +421,6 @@ CUgraph create_graph(int device) {
 Graph::Graph(CUgraph handle, int device, detail::GraphResources* resources)
     : GraphRef(handle, device, resources, false) {
   try {
-    detail::attach_to_graph(handle, resources);  // Note [Graph lifetimes]
     core_ = new detail::GraphCore;
   } catch (...) {
     CUresult r = cu.GraphDestroy(handle);
@@ -397,6 +431,7 @@ Graph::Graph(CUgraph handle, int device, detail::GraphResources* resources)
   core_->handle = handle;
   core_->device = device;
   core_->resources = resources;
+  resources->retain();  // the core's reference (Note [Graph lifetimes])
 }
 
 namespace {

@@ -28,8 +28,11 @@ struct ExecState {
   GraphCore* core = nullptr;      // the graph it was instantiated from: node handles stay valid
   std::vector<BufferUse> uses;    // ordered on the launch stream before every launch
   std::size_t node_count = 0;
-  GraphResources* own = nullptr;  // buffers given by update_kernel_arguments (see reset)
-  StreamState* last_stream = nullptr;  // tracker-retained: where `own`'s buffers were last used
+  GraphResources* runs = nullptr;  // one reference: the resources of the graph it runs now
+  GraphResources* own = nullptr;   // buffers given by update_kernel_arguments
+  // Tracker-retained: the stream of the last launch. Launches of one executable run in
+  // order, so its queued work covers every launch (Note [Graph lifetimes]).
+  StreamState* last_stream = nullptr;
   std::atomic<std::thread::id> user{};  // the thread inside a launch, upload or update
 };
 
@@ -134,10 +137,10 @@ void add_launch_use(std::vector<BufferUse>& uses, const BufferUse& use) {
   uses.push_back(use);
 }
 
-// The buffers of argument updates are not in any graph's user object, so the driver does
-// not hold them for queued launches. They are let go once the last launch completed: a
-// host function on the device's service stream, ordered after the last launch stream
-// (launches of one executable run in order), queues their release.
+// What an executable holds for its launches (the resources of its graph, the buffers of
+// argument updates) is let go once its last launch completed: a host function on the
+// device's service stream, ordered after the last launch stream (launches of one
+// executable run in order), queues the release (Note [Graph lifetimes]).
 void CUDA_CB release_when_done(void* resources) {
   auto* r = static_cast<detail::GraphResources*>(resources);
   detail::defer_to_safe_point([r] { r->release(); });
@@ -155,7 +158,7 @@ void release_after_last_launch(detail::GraphResources* own, detail::StreamState*
           Resource::of(ResourceKind::stream, service, device));
   } catch (const std::exception& e) {
     park_error({CUDA_SUCCESS, "~GraphExec",
-                std::string("could not order the release of the buffers of kernel-argument updates after the last "
+                std::string("could not order the release of a graph's buffers after the executable's last "
                             "launch; they leak: ") +
                     e.what()});
   }
@@ -206,6 +209,8 @@ GraphExec::GraphExec(const Graph& graph, const InstantiateOptions& options) {
   }
   state->core = graph.core();
   detail::retain(state->core);
+  state->runs = graph.resources();
+  state->runs->retain();
   state_ = state.release();
 }
 
@@ -244,13 +249,13 @@ void GraphExec::launch(StreamRef stream) {
   // buffers on other streams, and later uses elsewhere are ordered after the replay.
   for (const BufferUse& u : s.uses) u.allocation->use(stream, u.access);
   check(cu.GraphLaunch(s.handle, stream.handle()), "cuGraphLaunch", res);
-  if (s.own != nullptr) {
-    detail::StreamState* st = detail::stream_state_of(stream);
-    if (st != s.last_stream) {
-      detail::tracker_retain(st);
-      if (s.last_stream != nullptr) detail::tracker_release(s.last_stream);
-      s.last_stream = st;
-    }
+  // A fault in the graph is reported by a later synchronize, which names this launch.
+  detail::StreamState* st = detail::stream_state_of(stream);
+  st->last_launch.store("a graph executable", std::memory_order_relaxed);
+  if (st != s.last_stream) [[unlikely]] {
+    detail::tracker_retain(st);
+    if (s.last_stream != nullptr) detail::tracker_release(s.last_stream);
+    s.last_stream = st;
   }
 }
 
@@ -292,8 +297,10 @@ void GraphExec::update(const Graph& graph) {
     throw GraphUpdateError(message, info.result, info.errorNode, info.errorFromNode);
   }
   check(r, "cuGraphExecUpdate", res);
-  // The driver swapped in the new graph's user object references (holding the old ones
-  // until earlier launches completed); the launch-time uses follow.
+  // The executable runs the new graph from now on: hold its resources, and let the old
+  // ones go once the launches queued so far completed (Note [Graph lifetimes]).
+  graph.resources()->retain();
+  release_after_last_launch(std::exchange(s.runs, graph.resources()), s.last_stream, s.device);
   if (s.own != nullptr)
     for (const BufferUse& u : s.own->uses()) add_launch_use(uses, u);
   s.uses = std::move(uses);
@@ -352,6 +359,7 @@ void GraphExec::reset() noexcept {
   } catch (const std::exception& e) {
     park_error({CUDA_SUCCESS, "~GraphExec", e.what()});
   }
+  if (s->runs != nullptr) release_after_last_launch(s->runs, s->last_stream, s->device);
   if (s->own != nullptr) release_after_last_launch(s->own, s->last_stream, s->device);
   if (s->last_stream != nullptr) detail::tracker_release(s->last_stream);
   detail::release(s->core);

@@ -1,14 +1,29 @@
-// What graphs keep alive, the user objects that tie it to the driver's lifetimes, and the
-// deferred queue that frees it at safe points (DESIGN 4 and 6).
+// What graphs keep alive, and the deferred queue that frees it at safe points (DESIGN 4
+// and 6).
 //
 // Note [Graph lifetimes]. A graph's buffers must stay allocated until its last replay
-// finished, even when the user dropped every handle long before. The driver knows when
-// that is: a CUDA user object retained by the graph is released once the graph and every
-// executable instantiated from it are destroyed and their launches completed (the
-// driver also moves references correctly through cuGraphExecUpdate and child graphs).
-// Its destructor runs on a driver thread, where no CUDA call may be made, and freeing a
-// buffer is a CUDA call (cuMemFreeAsync). So the destructor only queues the release, and
-// cudakit drains the queue at its next safe point.
+// finished, even when the user dropped every handle long before. cudakit holds them
+// itself, not through the driver:
+//   - a Graph (its GraphCore) holds one reference to its GraphResources; a graph is never
+//     launched itself, so that reference goes when the last Graph owner or executable
+//     holding the core lets go;
+//   - a GraphExec holds one reference to the resources of the graph it runs (the one it
+//     was instantiated or last updated from) and remembers the stream of its last
+//     launch. Launches of one executable run in order (a CUDA rule), so once the work
+//     queued on that stream so far has completed, every launch has. When the executable
+//     is destroyed, or an update replaces its graph, a host function on the device's
+//     service stream, ordered after that stream, queues the release of the old reference
+//     (graph_exec.cpp, release_after_last_launch);
+//   - an embedded (child) or cloned graph's resources are held by the parent's or the
+//     clone's (GraphResources::add_child).
+// An earlier design gave every graph a CUDA user object holding its resources; the driver
+// then tracks each launch's completion itself, which measured 1.7 to 10 us more per
+// replay of a 10-node graph and 6 to 8% more per instantiation on the H200
+// (docs/graphs.md). Raw use of Graph::handle() outside cudakit (instantiating it with
+// the driver directly) must therefore keep the Graph alive until that work completed.
+// Releases can be driver calls (cuMemFreeAsync), which may not be made while this
+// thread captures or inside a driver callback, so they go through a queue that cudakit
+// drains at its next safe point.
 #include <mutex>
 #include <string>
 
@@ -137,41 +152,6 @@ std::size_t GraphResources::use_count() const {
   return uses_.size();
 }
 
-// ---- user objects ----
-
-namespace {
-// Runs on a driver thread: no CUDA call here (Note [Graph lifetimes]).
-void CUDA_CB user_object_destroyed(void* resources) {
-  auto* r = static_cast<GraphResources*>(resources);
-  defer_to_safe_point([r] { r->release(); });
-}
-}  // namespace
-
-void attach_to_graph(CUgraph graph, GraphResources* resources) {
-  Resource res = Resource::of(ResourceKind::graph, graph, resources->device());
-  CUuserObject object = nullptr;
-  resources->retain();  // the user object's reference
-  CUresult r = cu.UserObjectCreate(&object, resources, &user_object_destroyed, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
-  if (r != CUDA_SUCCESS) {
-    resources->release();
-    check(r, "cuUserObjectCreate", res);
-  }
-  r = cu.GraphRetainUserObject(graph, object, 1, CU_GRAPH_USER_OBJECT_MOVE);
-  if (r != CUDA_SUCCESS) {
-    // Raise the retain's error first, then drop our reference (its destructor queues the
-    // release): with a sticky code the error raised first poisons the device, and it
-    // must be this one. Releasing first made the release's failure the poison, so the
-    // retain threw ContextPoisoned carrying cuUserObjectRelease (the fault sweep found it).
-    try {
-      check(r, "cuGraphRetainUserObject", res);
-    } catch (...) {
-      CUresult d = cu.UserObjectRelease(object, 1);
-      if (d != CUDA_SUCCESS) park_driver_error(d, "cuUserObjectRelease", res, "graph user object");
-      throw;
-    }
-  }
-}
-
 void CUDA_CB run_graph_host_callback(void* data) noexcept {
   auto* callback = static_cast<HostCallback*>(data);
   try {
@@ -198,6 +178,10 @@ void release(GraphCore* core) noexcept {
   }
   if (r != CUDA_SUCCESS)
     park_driver_error(r, "cuGraphDestroy", Resource::of(ResourceKind::graph, core->handle, core->device), "~Graph");
+  // Freeing the buffers is a driver call, which must not happen while this thread
+  // captures (cuMemFree would invalidate the capture): the release waits for a safe point.
+  GraphResources* resources = core->resources;
+  defer_to_safe_point([resources] { resources->release(); });
   delete core;
   run_deferred_tasks_if_any();
 }

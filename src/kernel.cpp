@@ -1,6 +1,9 @@
 #include "cudakit/kernel.hpp"
 
 #include <algorithm>
+#include <mutex>
+#include <string>
+#include <unordered_set>
 
 #include "cudakit/context.hpp"
 #include "cudakit/driver.hpp"
@@ -37,6 +40,17 @@ int Function::attribute(CUfunction_attribute attribute) const {
 
 namespace detail {
 
+namespace {
+// Kernel labels for stream states (function_state.hpp): one copy of each, never freed (a
+// set's elements keep their addresses), so a name read after its module is gone is valid.
+const char* interned(std::string text) {
+  static std::mutex mutex;
+  static auto* strings = new std::unordered_set<std::string>;
+  std::lock_guard lock(mutex);
+  return strings->insert(std::move(text)).first->c_str();
+}
+}  // namespace
+
 void init_function_state(FunctionState& s, CUfunction function, int device, CUcontext context, std::string name,
                          std::string label) {
   s.function = function;
@@ -44,6 +58,7 @@ void init_function_state(FunctionState& s, CUfunction function, int device, CUco
   s.device = device;
   s.name = std::move(name);
   s.label = label.empty() || label == s.name ? s.name : label + "' ('" + s.name;
+  s.launch_label = interned("kernel '" + s.label + "'");
   Resource res = kernel_resource(s);
   auto attr = [&](CUfunction_attribute a) {
     int v = 0;

@@ -163,6 +163,8 @@ void check_slow(FunctionState& f, const LaunchConfig& c) {
 
 }  // namespace
 
+void check_launch_config(FunctionState& f, const LaunchConfig& c) { check_slow(f, c); }
+
 void prepare_launch(FunctionState& f, StreamRef stream, const LaunchConfig& c) {
   stream.require_handle("cuLaunchKernel");
   if (stream.device_ordinal() != f.device) [[unlikely]]
@@ -180,6 +182,14 @@ void prepare_launch(FunctionState& f, StreamRef stream, const LaunchConfig& c) {
   ContextRef(f.context, f.device).make_current();  // DESIGN 8: no driver call when already current
 }
 
+namespace {
+// A later synchronize or query names this kernel if it faults (stream_state.hpp): one
+// relaxed store, nothing else on the hot path. A ref built from a raw handle has no state.
+inline void note_last_launch(const FunctionState& f, StreamRef stream) noexcept {
+  if (StreamState* s = stream.state()) s->last_launch.store(f.launch_label, std::memory_order_relaxed);
+}
+}  // namespace
+
 void submit_launch(const FunctionState& f, StreamRef stream, const LaunchConfig& c, void** params) {
   const auto shared = static_cast<unsigned>(c.shared_memory_bytes);
   if (!c.has_attributes()) [[likely]] {
@@ -187,6 +197,7 @@ void submit_launch(const FunctionState& f, StreamRef stream, const LaunchConfig&
                                  stream.handle(), params, nullptr);
     if (r != CUDA_SUCCESS) [[unlikely]]
       check(r, "cuLaunchKernel", Resource::of(ResourceKind::kernel, f.function, f.device, f.label.c_str()));
+    note_last_launch(f, stream);
     return;
   }
   CUlaunchAttribute attributes[4] = {};
@@ -227,6 +238,7 @@ void submit_launch(const FunctionState& f, StreamRef stream, const LaunchConfig&
   CUresult r = cu.LaunchKernelEx(&config, f.function, params, nullptr);
   if (r != CUDA_SUCCESS) [[unlikely]]
     check(r, "cuLaunchKernelEx", Resource::of(ResourceKind::kernel, f.function, f.device, f.label.c_str()));
+  note_last_launch(f, stream);
 }
 
 void check_untyped_arguments(FunctionState& f, std::span<const std::size_t> sizes) {

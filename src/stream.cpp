@@ -63,7 +63,10 @@ bool StreamRef::query() const {
   check_not_poisoned("cuStreamQuery", res);
   CUresult r = cu.StreamQuery(handle_);
   if (r == CUDA_ERROR_NOT_READY) return false;
-  check(r, "cuStreamQuery", res);
+  if (r != CUDA_SUCCESS) [[unlikely]] {
+    res.last_launch = detail::last_launch_of(state_);  // a kernel's fault surfaces here
+    check(r, "cuStreamQuery", res);
+  }
   return true;
 }
 
@@ -72,7 +75,11 @@ void StreamRef::synchronize() const {
   refuse_if_capturing(*this, "cuStreamSynchronize");
   Resource res = stream_resource(handle_, device_);
   check_not_poisoned("cuStreamSynchronize", res);
-  check(cu.StreamSynchronize(handle_), "cuStreamSynchronize", res);
+  CUresult r = cu.StreamSynchronize(handle_);
+  if (r != CUDA_SUCCESS) [[unlikely]] {
+    res.last_launch = detail::last_launch_of(state_);  // a kernel's fault surfaces here
+    check(r, "cuStreamSynchronize", res);
+  }
 }
 
 void StreamRef::wait(EventRef event) const {
@@ -199,8 +206,11 @@ void Stream::reset() noexcept {
       // A buffer still names this stream as its owner, writer or reader: finish the
       // stream's work so that "dead" means "done" for that buffer (detail/stream_state.hpp).
       CUresult r = cu.StreamSynchronize(ref.handle());
-      if (r != CUDA_SUCCESS)
-        park_driver_error(r, "cuStreamSynchronize", stream_resource(ref.handle(), ref.device_ordinal()), "~Stream");
+      if (r != CUDA_SUCCESS) {
+        Resource res = stream_resource(ref.handle(), ref.device_ordinal());
+        res.last_launch = detail::last_launch_of(state);
+        park_driver_error(r, "cuStreamSynchronize", res, "~Stream");
+      }
     }
     if (state != nullptr && state->capture.load(std::memory_order_acquire) != nullptr)
       park_error({CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "~Stream",

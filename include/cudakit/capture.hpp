@@ -89,6 +89,8 @@ class Capture {
   /// Ends the capture: the graph, or EmptyCapture when nothing was captured.
   Graph end_nonempty();
 
+  /// Whether the capture is still running (not yet ended), the stream it captures, and
+  /// its mode.
   bool active() const noexcept { return state_ != nullptr; }
   StreamRef stream() const noexcept { return stream_; }
   CaptureMode mode() const noexcept { return mode_; }

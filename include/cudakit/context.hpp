@@ -30,14 +30,23 @@ void set_current_context_slow(CUcontext context, int device);
 /// driver. Call it after changing the current context outside cudakit.
 inline void forget_cached_current_context() noexcept { detail::cached_current_context = nullptr; }
 
+/// A non-owning view of a context: a handle and its device's ordinal, trivially
+/// copyable. It does not keep the context alive.
 class ContextRef {
  public:
+  /// An empty ref: every call but handle(), device_ordinal() and operator bool throws
+  /// EmptyHandle.
   ContextRef() = default;
+  /// Views `handle`, a context of device `device` (nothing is checked or retained).
   ContextRef(CUcontext handle, int device) noexcept : handle_(handle), device_(device) {}
 
+  /// The driver's handle; null for an empty ref.
   CUcontext handle() const noexcept { return handle_; }
+  /// The device's ordinal; -1 for an empty ref.
   int device_ordinal() const noexcept { return device_; }
+  /// The device (Device::get: throws InvalidArgument for an empty ref's -1).
   Device device() const { return Device::get(device_); }
+  /// Whether the ref has a handle.
   explicit operator bool() const noexcept { return handle_ != nullptr; }
 
   /// Makes this context current on the calling thread (no driver call when it already is).
@@ -47,13 +56,16 @@ class ContextRef {
       detail::set_current_context_slow(handle_, device_);
   }
 
-  /// Waits for all work in this context.
+  /// Blocks until all work in this context completed (cuCtxSynchronize). Throws
+  /// CaptureError while any stream capture is in progress in the process (the driver
+  /// would invalidate it), DriverError when the work failed.
   void synchronize() const;
 
   /// The stream priority range: {least, greatest}. Numerically, greatest <= least
   /// (for example {0, -5}); lower numbers run first.
   std::pair<int, int> stream_priority_range() const;
 
+  /// Same handle.
   friend bool operator==(const ContextRef& a, const ContextRef& b) noexcept { return a.handle_ == b.handle_; }
 
  private:
@@ -61,12 +73,17 @@ class ContextRef {
   int device_ = -1;
 };
 
+/// Owns one retain of a device's primary context, released (cuDevicePrimaryCtxRelease)
+/// when destroyed; a failed release is parked. Move-only.
 class Context {
  public:
-  /// Retains the device's primary context (cuDevicePrimaryCtxRetain).
+  /// Retains the device's primary context (cuDevicePrimaryCtxRetain); throws DriverError.
   static Context primary(Device device);
+  /// The same by ordinal (Device::get throws InvalidArgument for an ordinal out of range).
   static Context primary(int ordinal) { return primary(Device::get(ordinal)); }
 
+  /// An empty owner (what a moved-from one becomes): calls other than ref(), handle(),
+  /// device_ordinal() and operator bool throw EmptyHandle.
   Context() = default;
   Context(Context&& other) noexcept : ref_(std::exchange(other.ref_, {})) {}
   Context& operator=(Context&& other) noexcept {
@@ -83,12 +100,16 @@ class Context {
   /// Another retain of the same primary context.
   Context clone() const;
 
+  /// A non-owning view, valid while this owner (or another retain) lives.
   ContextRef ref() const noexcept { return ref_; }
   operator ContextRef() const noexcept { return ref_; }
+  /// The driver's handle (null when empty), the device's ordinal (-1 when empty), and
+  /// whether the owner holds a context.
   CUcontext handle() const noexcept { return ref_.handle(); }
   int device_ordinal() const noexcept { return ref_.device_ordinal(); }
   explicit operator bool() const noexcept { return static_cast<bool>(ref_); }
 
+  /// ContextRef::make_current and synchronize; an empty owner throws EmptyHandle.
   void make_current() const { checked_ref().make_current(); }
   void synchronize() const { checked_ref().synchronize(); }
 

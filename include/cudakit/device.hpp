@@ -21,12 +21,13 @@ class Context;
 
 /// A compute capability, e.g. {9, 0} for Hopper.
 struct ComputeCapability {
-  int major = 0;
-  int minor = 0;
+  int major = 0;  // 9 for sm_90
+  int minor = 0;  // 0 for sm_90
   /// "sm_90".
   std::string arch() const { return "sm_" + std::to_string(major) + std::to_string(minor); }
   /// 90.
   int number() const { return major * 10 + minor; }
+  /// Same major and minor.
   friend bool operator==(const ComputeCapability&, const ComputeCapability&) = default;
 };
 
@@ -36,6 +37,9 @@ struct MemoryInfo {
   std::size_t total_bytes = 0;
 };
 
+/// A CUDA device: its ordinal and driver handle, a small value. Every query below
+/// throws DriverUnavailable without a usable driver and DriverError when the driver
+/// fails; cached queries cost a relaxed atomic load after their first call.
 class Device {
  public:
   /// How many CUDA devices this process sees. Throws DriverUnavailable without a driver
@@ -46,6 +50,7 @@ class Device {
   /// Every device, in ordinal order.
   static std::vector<Device> all();
 
+  /// The ordinal this process sees (after CUDA_VISIBLE_DEVICES), and the driver's handle.
   int ordinal() const noexcept { return ordinal_; }
   CUdevice handle() const noexcept { return handle_; }
 
@@ -57,6 +62,7 @@ class Device {
   std::string uuid_string() const;
   /// "0000:19:00.0".
   std::string pci_bus_id() const;
+  /// {9, 0} for an H200 (from the cached attributes).
   ComputeCapability compute_capability() const;
   /// Any CUdevice_attribute (cached after the first query).
   int attribute(CUdevice_attribute attribute) const;
@@ -64,6 +70,7 @@ class Device {
   // Typed shortcuts for the attributes cudakit checks launches against.
   int multiprocessor_count() const { return attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT); }
   int max_threads_per_block() const { return attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK); }
+  /// The largest block and grid extents, x, y and z.
   std::array<int, 3> max_block_dims() const;
   std::array<int, 3> max_grid_dims() const;
   /// Shared memory a block gets without opting in (48 KiB on most GPUs).
@@ -72,8 +79,11 @@ class Device {
   int max_shared_memory_per_block_optin() const {
     return attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   }
+  /// Threads per warp (32), and the L2 cache size in bytes.
   int warp_size() const { return attribute(CU_DEVICE_ATTRIBUTE_WARP_SIZE); }
   int l2_cache_bytes() const { return attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE); }
+  /// Whether the device supports stream-ordered allocation pools (cuMemAllocAsync),
+  /// cooperative launches, and thread-block clusters (compute capability 9.0+).
   bool supports_memory_pools() const { return attribute(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0; }
   bool supports_cooperative_launch() const { return attribute(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) != 0; }
   bool supports_clusters() const { return attribute(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) != 0; }
@@ -89,6 +99,7 @@ class Device {
   /// Retains the primary context (see context.hpp).
   Context primary_context() const;
 
+  /// Same ordinal.
   friend bool operator==(const Device& a, const Device& b) noexcept { return a.ordinal_ == b.ordinal_; }
 
  private:

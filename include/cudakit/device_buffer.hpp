@@ -50,17 +50,30 @@ namespace detail {
 Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator);
 }  // namespace detail
 
+/// Owns `size()` elements of T in device memory (see above). Move-only; destroying or
+/// reset() frees the memory stream-ordered after every stream that used it, never
+/// blocking the host.
 template <class T>
 class DeviceBuffer {
   static_assert(std::is_trivially_copyable_v<T> && !std::is_const_v<T>,
                 "DeviceBuffer holds non-const trivially copyable types");
 
  public:
+  /// The element type.
   using value_type = T;
 
+  /// An empty buffer (what a moved-from one becomes): size 0, no memory.
   DeviceBuffer() = default;
+  /// `count` elements on `stream`'s device, allocated on `stream` (Allocator::pool) or
+  /// with cuMemAlloc (Allocator::plain), left as the allocator gives them. Count 0 makes
+  /// an empty buffer without a driver call. Throws OutOfMemory when the device has too
+  /// little memory (after trimming the default pool once), InvalidArgument when the
+  /// bytes overflow size_t, CaptureError when `stream` is capturing (allocate before the
+  /// capture), EmptyHandle for an empty stream, DriverError otherwise.
   DeviceBuffer(StreamRef stream, std::size_t count, Uninitialized, Allocator allocator = Allocator::pool)
       : allocation_(detail::allocate_device_memory(stream, bytes_for(count), false, allocator)), count_(count) {}
+  /// The same, zero-filled on `stream` (the fill is stream-ordered: work on other
+  /// streams waits for it like for any write).
   DeviceBuffer(StreamRef stream, std::size_t count, Zeroed, Allocator allocator = Allocator::pool)
       : allocation_(detail::allocate_device_memory(stream, bytes_for(count), true, allocator)), count_(count) {}
 
@@ -78,16 +91,23 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer() { reset(); }
 
+  /// The number of elements, the same in bytes, and whether it is 0.
   std::size_t size() const noexcept { return count_; }
   std::size_t size_bytes() const noexcept { return count_ * sizeof(T); }
   bool empty() const noexcept { return count_ == 0; }
   /// False for a moved-from or default-constructed buffer.
   explicit operator bool() const noexcept { return allocation_ != nullptr || count_ != 0; }
 
+  /// The device address (0 when empty), the same as a typed pointer for raw kernel
+  /// arguments and libraries (work through them is not tracked: order it yourself), and
+  /// the device's ordinal (-1 when empty).
   CUdeviceptr device_pointer() const noexcept { return allocation_ ? allocation_->pointer : CUdeviceptr{0}; }
   T* data() const noexcept { return reinterpret_cast<T*>(device_pointer()); }
   int device_ordinal() const noexcept { return allocation_ ? allocation_->device : -1; }
 
+  /// A view of the whole buffer (read-only from a const buffer), sharing its ordering.
+  /// The subspan, first and last views are DeviceSpan's, and throw InvalidArgument as
+  /// they do when out of range.
   DeviceSpan<T> span() noexcept { return {allocation_, 0, count_}; }
   DeviceSpan<const T> span() const noexcept { return {allocation_, 0, count_}; }
   operator DeviceSpan<T>() noexcept { return span(); }

@@ -20,15 +20,19 @@
 
 namespace cudakit {
 
+/// A view of `size()` elements of T in one device buffer (see above); trivially
+/// copyable, never owns. Nothing here calls the driver.
 template <class T>
 class DeviceSpan {
   static_assert(std::is_trivially_copyable_v<std::remove_const_t<T>>,
                 "device memory holds trivially copyable types only");
 
  public:
+  /// T as given (const for a read-only view), and T without const, as in std::span.
   using element_type = T;
   using value_type = std::remove_const_t<T>;
 
+  /// An empty view of nothing: size 0, device_pointer 0; using it orders nothing.
   DeviceSpan() = default;
   /// Internal: a view of `count` elements at element `offset` of `allocation`.
   DeviceSpan(detail::Allocation* allocation, std::size_t offset, std::size_t count) noexcept
@@ -37,6 +41,7 @@ class DeviceSpan {
   /// A read-only view of the same elements.
   operator DeviceSpan<const T>() const noexcept { return {allocation_, offset_, count_}; }
 
+  /// The number of elements, the same in bytes, and whether it is 0.
   std::size_t size() const noexcept { return count_; }
   std::size_t size_bytes() const noexcept { return count_ * sizeof(T); }
   bool empty() const noexcept { return count_ == 0; }
@@ -47,6 +52,7 @@ class DeviceSpan {
   }
   /// The same address as a typed pointer, for raw kernel arguments and libraries.
   T* data() const noexcept { return reinterpret_cast<T*>(device_pointer()); }
+  /// The buffer's device; -1 for a view of nothing.
   int device_ordinal() const noexcept { return allocation_ ? allocation_->device : -1; }
 
   /// `count` elements from `offset`. InvalidArgument names both and the size when the
@@ -57,12 +63,14 @@ class DeviceSpan {
                             ") is out of range for a device view of " + std::to_string(count_) + " elements");
     return {allocation_, offset_ + offset, count};
   }
+  /// The elements from `offset` to the end; InvalidArgument when `offset` > size().
   DeviceSpan subspan(std::size_t offset) const {
     if (offset > count_)
       throw InvalidArgument("subspan(" + std::to_string(offset) + ") is out of range for a device view of " +
                             std::to_string(count_) + " elements");
     return {allocation_, offset_ + offset, count_ - offset};
   }
+  /// The first or last `count` elements; InvalidArgument when `count` > size().
   DeviceSpan first(std::size_t count) const { return subspan(0, count); }
   DeviceSpan last(std::size_t count) const {
     if (count > count_) return subspan(count_ + 1, 0);  // throws with the sizes

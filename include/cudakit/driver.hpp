@@ -30,22 +30,25 @@ enum class EntryId : std::size_t {
   count_
 };
 
+/// How many entries the table has.
 inline constexpr std::size_t entry_count = static_cast<std::size_t>(EntryId::count_);
 
 /// What the table knows of an entry: its C name, the ABI version we call, and the
 /// driver version that introduced it.
 struct EntryInfo {
-  const char* name;
-  int abi_version;
-  int introduced_in;
+  const char* name;   // "cuStreamQuery"
+  int abi_version;    // the _v suffix of the PFN we call (cuGetProcAddress's version)
+  int introduced_in;  // 12040 for CUDA 12.4
 };
 
+/// One EntryInfo per entry, indexed by EntryId.
 inline constexpr EntryInfo entry_infos[] = {
 #define CUDAKIT_X(name, abi, since) {"cu" #name, abi, since},
     CUDAKIT_DRIVER_ENTRIES(CUDAKIT_X)
 #undef CUDAKIT_X
 };
 
+/// The EntryInfo of `id` (compile-time; no driver needed).
 constexpr const EntryInfo& entry_info(EntryId id) { return entry_infos[static_cast<std::size_t>(id)]; }
 
 /// The oldest driver cudakit runs on (CUDA 12.0). Newer entries are detected at run time.
@@ -67,6 +70,9 @@ bool loaded() noexcept;
 template <EntryId Id, class Fn>
 struct Entry;
 
+/// Calling it costs one acquire load and an indirect call; the first call resolves the
+/// pointer (cuGetProcAddress at the pinned ABI version), throwing DriverUnavailable or
+/// FeatureUnavailable when it cannot. Returns the driver's status unchecked.
 template <EntryId Id, class R, class... Args>
 struct Entry<Id, R(CUDAAPI*)(Args...)> {
   static constexpr EntryId id = Id;
@@ -98,6 +104,7 @@ struct Api {
 #undef CUDAKIT_X
 };
 
+/// The table through which all of cudakit calls the driver (`driver::cu.Name(...)`).
 inline constexpr Api cu{};
 
 /// Loads and initialises the driver (cuInit) if that has not happened; throws

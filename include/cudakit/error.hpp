@@ -27,7 +27,8 @@
 
 namespace cudakit {
 
-/// What kind of object a failed call was about.
+/// What kind of object a failed call was about; each value names the cudakit type of
+/// that name (`none`: the call was about no object, `buffer`: device memory).
 enum class ResourceKind : std::uint8_t {
   none,
   device,
@@ -52,28 +53,40 @@ struct Resource {
   const void* handle = nullptr;  // the driver handle, or a device address
   int device = -1;               // device ordinal, -1 when unknown
   const char* name = nullptr;    // a kernel's or program's name, when it has one
+  // A stream's last launch ("kernel 'saxpy'"), named in the error a synchronize or query
+  // reports: a kernel's fault surfaces there, long after its launch returned. A string
+  // that is never freed (stream_state.hpp).
+  const char* last_launch = nullptr;
 
+  /// No object: the call was about nothing in particular (cuInit, a version query).
   static Resource none() { return {}; }
+  /// A device, by ordinal.
   static Resource of_device(int device) { return {ResourceKind::device, nullptr, device, nullptr}; }
+  /// An object of `kind`; `name` must outlive the Resource (a literal or the owner's name).
   static Resource of(ResourceKind kind, const void* handle, int device, const char* name = nullptr) {
     return {kind, handle, device, name};
   }
 };
 
-/// "stream 0x7f.. on device 0 (NVIDIA H200)".
+/// "stream 0x7f.. on device 0 (NVIDIA H200)", with " (last launch on it: kernel 'saxpy')"
+/// when the resource names one.
 std::string describe(const Resource& resource);
 
 /// The root of every exception cudakit throws.
 class Error : public std::runtime_error {
  public:
+  /// what() is the whole message.
   using std::runtime_error::runtime_error;
 };
 
 /// A driver call returned an error.
 class DriverError : public Error {
  public:
+  /// The message is "call on resource: CODE_NAME: description" (" on resource" only
+  /// when `resource` is not empty).
   DriverError(CUresult code, std::string call, std::string resource);
 
+  /// The driver's status code.
   CUresult code() const noexcept { return code_; }
   /// "CUDA_ERROR_INVALID_VALUE".
   const std::string& code_name() const noexcept { return code_name_; }
@@ -98,9 +111,13 @@ class DriverError : public Error {
 /// The device ran out of memory for an allocation of `requested()` bytes.
 class OutOfMemory : public DriverError {
  public:
+  /// code() is CUDA_ERROR_OUT_OF_MEMORY; the message adds the request and the device's
+  /// free and total memory at the time of the failure.
   OutOfMemory(std::string call, std::string resource, std::size_t requested, std::size_t free_bytes,
               std::size_t total_bytes);
+  /// The bytes the failed allocation asked for.
   std::size_t requested() const noexcept { return requested_; }
+  /// The device's free and total memory when the allocation failed (cuMemGetInfo).
   std::size_t free_bytes() const noexcept { return free_; }
   std::size_t total_bytes() const noexcept { return total_; }
 
@@ -112,7 +129,10 @@ class OutOfMemory : public DriverError {
 /// original code; original() is the original error.
 class ContextPoisoned : public DriverError {
  public:
+  /// `call` and `resource` are the refused call's; the message says the context is
+  /// poisoned and quotes the original error.
   ContextPoisoned(std::shared_ptr<const DriverError> original, std::string call, std::string resource);
+  /// The sticky error that poisoned the context.
   const DriverError& original() const noexcept { return *original_; }
 
  private:
@@ -122,8 +142,14 @@ class ContextPoisoned : public DriverError {
 /// No usable CUDA driver: not installed, the toolkit's stub library, or too old.
 class DriverUnavailable : public Error {
  public:
+  /// Why: `not_installed` (libcuda.so.1 could not be opened, or is not a driver),
+  /// `stub_library` (the toolkit's link stub was found instead of a driver), `too_old`
+  /// (older than CUDA 12.0), `no_device` (cuInit found no GPU), `init_failed` (cuInit
+  /// failed otherwise).
   enum class Reason { not_installed, stub_library, too_old, no_device, init_failed };
+  /// `message` is the one line the command prints.
   DriverUnavailable(Reason reason, std::string message) : Error(std::move(message)), reason_(reason) {}
+  /// Why the driver is unusable.
   Reason reason() const noexcept { return reason_; }
 
  private:
@@ -133,10 +159,13 @@ class DriverUnavailable : public Error {
 /// This driver lacks an entry that a feature needs (a feature newer than the driver).
 class FeatureUnavailable : public Error {
  public:
+  /// Versions as the driver encodes them (12040 is CUDA 12.4).
   FeatureUnavailable(std::string entry, int introduced_in, int driver_version, std::string message)
       : Error(std::move(message)), entry_(std::move(entry)), introduced_in_(introduced_in),
         driver_version_(driver_version) {}
+  /// The missing driver entry, "cuFuncGetParamInfo".
   const std::string& entry() const noexcept { return entry_; }
+  /// The driver version that introduced the entry, and the version installed.
   int introduced_in() const noexcept { return introduced_in_; }
   int driver_version() const noexcept { return driver_version_; }
 
@@ -149,12 +178,14 @@ class FeatureUnavailable : public Error {
 /// an extent mismatch, a wrong argument count, ...
 class InvalidArgument : public Error {
  public:
+  /// what() is the whole message.
   using Error::Error;
 };
 
 /// Use of an empty handle: a moved-from owner, or a default-constructed ref.
 class EmptyHandle : public Error {
  public:
+  /// what() is the whole message.
   using Error::Error;
 };
 
@@ -162,6 +193,7 @@ class EmptyHandle : public Error {
 /// during capture, an unjoined fork, ... (DESIGN 6 and 9).
 class CaptureError : public Error {
  public:
+  /// `code` is the driver's status when the driver reported the misuse.
   CaptureError(std::string message, CUresult code = CUDA_SUCCESS) : Error(std::move(message)), code_(code) {}
   /// The driver's code where the driver reported it, CUDA_SUCCESS where cudakit did.
   CUresult code() const noexcept { return code_; }
@@ -173,6 +205,7 @@ class CaptureError : public Error {
 /// capture_nonempty() captured no work.
 class EmptyCapture : public Error {
  public:
+  /// what() is the whole message.
   using Error::Error;
 };
 
@@ -180,9 +213,12 @@ class EmptyCapture : public Error {
 /// names the reason and, where the driver reported one, the node that caused it.
 class GraphInstantiateError : public Error {
  public:
+  /// The driver's status, its instantiate result and the node it blamed (or null).
   GraphInstantiateError(std::string message, CUresult code, CUgraphInstantiateResult result, CUgraphNode node)
       : Error(std::move(message)), code_(code), result_(result), node_(node) {}
+  /// The driver's status code for the failed instantiation.
   CUresult code() const noexcept { return code_; }
+  /// The driver's reason (CUDA_GRAPH_INSTANTIATE_*).
   CUgraphInstantiateResult result() const noexcept { return result_; }
   /// The node that caused the failure; null when the failure is not about one node.
   CUgraphNode node() const noexcept { return node_; }
@@ -198,8 +234,10 @@ class GraphInstantiateError : public Error {
 /// instantiate the new graph instead. The message names the node and the reason.
 class GraphUpdateError : public Error {
  public:
+  /// The driver's update result and the node(s) it blamed (null when none).
   GraphUpdateError(std::string message, CUgraphExecUpdateResult result, CUgraphNode node, CUgraphNode from_node)
       : Error(std::move(message)), result_(result), node_(node), from_node_(from_node) {}
+  /// The driver's reason (CU_GRAPH_EXEC_UPDATE_ERROR_*).
   CUgraphExecUpdateResult result() const noexcept { return result_; }
   /// The node the update failed on (the "to" node of an edge for a topology change);
   /// null when the failure is not about one node.
@@ -215,7 +253,9 @@ class GraphUpdateError : public Error {
 /// NVRTC failed to compile a program; log() is its complete log.
 class CompileError : public Error {
  public:
+  /// `message` says what failed; `log` is NVRTC's log, whole.
   CompileError(std::string message, std::string log) : Error(std::move(message)), log_(std::move(log)) {}
+  /// NVRTC's complete compilation log.
   const std::string& log() const noexcept { return log_; }
 
  private:
@@ -259,6 +299,9 @@ std::size_t parked_error_count();
 
 /// Parks an error (never throws). For destructors and callbacks.
 void park_error(ParkedError error) noexcept;
+/// Parks a failed driver call with the message DriverError would carry (ContextPoisoned's
+/// when the device is poisoned already); a sticky code poisons the device, as a thrown
+/// error would. Never throws.
 void park_driver_error(CUresult code, const char* call, const Resource& resource, const char* origin) noexcept;
 
 namespace detail {

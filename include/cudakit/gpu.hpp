@@ -41,9 +41,14 @@
 
 namespace cudakit {
 
+/// One device with its primary context and a stream of its own, for programs that want
+/// the common calls in one place (see above). Move-only. Each call is the free
+/// function's or the member's it names, on the Gpu's stream, and throws as that does.
 class Gpu {
  public:
   /// Device `ordinal`, its primary context (retained) and a new non-blocking stream.
+  /// Throws InvalidArgument for an ordinal out of range, DriverUnavailable without a
+  /// driver, DriverError when retaining or creating fails.
   explicit Gpu(int ordinal = 0) : Gpu(Device::get(ordinal)) {}
   explicit Gpu(Device device) : device_(device), context_(Context::primary(device)), stream_(device) {}
 
@@ -52,6 +57,7 @@ class Gpu {
   Gpu(const Gpu&) = delete;
   Gpu& operator=(const Gpu&) = delete;
 
+  /// The device, and its primary context (held while the Gpu lives).
   const Device& device() const noexcept { return device_; }
   ContextRef context() const noexcept { return context_.ref(); }
   /// The Gpu's own stream: where alloc, upload, download, fill and launch go.
@@ -67,6 +73,7 @@ class Gpu {
   DeviceBuffer<T> alloc(std::size_t count, Uninitialized tag) const {
     return DeviceBuffer<T>(stream_, count, tag);
   }
+  /// The same, zero-filled on the Gpu's stream.
   template <class T>
   DeviceBuffer<T> alloc(std::size_t count, Zeroed tag) const {
     return DeviceBuffer<T>(stream_, count, tag);
@@ -114,12 +121,15 @@ class Gpu {
   Module load(std::span<const std::byte> image, const ModuleOptions& options = {}) const {
     return Module::load(device_, image, options);
   }
+  /// The same from unsigned bytes (what xxd -i and embedded fatbins give).
   Module load(std::span<const unsigned char> image, const ModuleOptions& options = {}) const {
     return Module::load(device_, image, options);
   }
+  /// The same from NVRTC's output (program.hpp).
   Module load(const CompiledProgram& program, const ModuleOptions& options = {}) const {
     return Module::load(device_, program, options);
   }
+  /// The same from a .cubin, .fatbin or .ptx file.
   Module load(const std::filesystem::path& file, const ModuleOptions& options = {}) const {
     return Module::load(device_, file, options);
   }
@@ -129,6 +139,7 @@ class Gpu {
   void launch(const Kernel<void(Params...)>& kernel, const LaunchConfig& config, Args&&... args) const {
     cudakit::launch(stream(), kernel, config, std::forward<Args>(args)...);
   }
+  /// The same with only a grid and a block shape (no dynamic shared memory).
   template <class... Params, class... Args>
   void launch(const Kernel<void(Params...)>& kernel, Dim3 grid, Dim3 block, Args&&... args) const {
     cudakit::launch(stream(), kernel, LaunchConfig{.grid = grid, .block = block}, std::forward<Args>(args)...);

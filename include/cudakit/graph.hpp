@@ -14,11 +14,12 @@
 // a Function and a KernelArgs list, checked against the kernel's parameter info.
 //
 // Lifetimes: a graph keeps alive every buffer its nodes touch, the module of every kernel
-// it launches and every callable its host nodes run (DESIGN 4). They are held through a
-// CUDA user object the graph owns, so the driver lets go of them only once the graph and
-// every executable made from it are destroyed and their launches have completed; cudakit
-// then frees them at its next safe point (run_deferred_releases). Host memory given to host copies and events given to
-// event nodes are not owned: they must outlive the graph and its executables.
+// it launches and every callable its host nodes run (DESIGN 4). The Graph holds them, and
+// so does every executable made from it until its last launch has completed; cudakit then
+// frees them at its next safe point (run_deferred_releases). Host memory given to host
+// copies and events given to event nodes are not owned: they must outlive the graph and
+// its executables. A graph instantiated or launched with the raw driver (through
+// handle()) is outside this: keep the Graph alive until that work has completed.
 //
 // A GraphRef is a non-owning view: the body of a conditional node is one (its parent
 // owns it), and so is a ref taken from a Graph. It must not outlive its owner.
@@ -63,12 +64,16 @@ struct GraphCore;
 /// One node of a graph (a non-owning handle; its graph owns it).
 class GraphNode {
  public:
+  /// An empty node handle.
   GraphNode() = default;
+  /// Wraps a raw node handle (nothing is checked).
   explicit GraphNode(CUgraphNode handle) noexcept : handle_(handle) {}
+  /// The driver's handle (null when empty), and whether there is one.
   CUgraphNode handle() const noexcept { return handle_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// The node's type (cuGraphNodeGetType).
   CUgraphNodeType type() const;
+  /// Same handle.
   friend bool operator==(const GraphNode& a, const GraphNode& b) noexcept { return a.handle_ == b.handle_; }
 
  private:
@@ -76,16 +81,21 @@ class GraphNode {
 };
 
 /// The nodes a new node depends on: `{}` (none), `{a, b}`, or a vector.
+/// Implicit from each of those, so `{a, b}` works where one is expected.
 class Dependencies {
  public:
+  /// No dependency: the node is a root.
   Dependencies() = default;
+  /// One node, a list, or a vector of nodes (copied).
   Dependencies(GraphNode node) : nodes_{node.handle()} {}
   Dependencies(std::initializer_list<GraphNode> nodes) {
     for (GraphNode n : nodes) nodes_.push_back(n.handle());
   }
+  /// A vector of nodes (copied).
   Dependencies(const std::vector<GraphNode>& nodes) {
     for (GraphNode n : nodes) nodes_.push_back(n.handle());
   }
+  /// The raw handles as the driver takes them (null when none), and how many.
   const CUgraphNode* data() const noexcept { return nodes_.empty() ? nullptr : nodes_.data(); }
   std::size_t size() const noexcept { return nodes_.size(); }
 
@@ -119,10 +129,16 @@ enum class ConditionStart {
 
 struct ConditionalNode;
 
+/// A non-owning view of a graph (see above), through which nodes are added and the graph
+/// inspected. Calls that need the graph throw EmptyHandle on an empty ref and
+/// DriverError when the driver fails.
 class GraphRef {
  public:
+  /// An empty ref.
   GraphRef() = default;
 
+  /// The driver's handle (null when empty), the device's ordinal (-1 when empty), and
+  /// whether the ref has a graph.
   CUgraph handle() const noexcept { return handle_; }
   int device_ordinal() const noexcept { return device_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
@@ -147,8 +163,12 @@ class GraphRef {
   GraphNode add_empty(const Dependencies& after = {}) const;
   /// A typed kernel node: `args` bind to the kernel's parameters as in launch() (checked
   /// at compile time); the buffers are kept alive and tracked, the kernel's module stays
-  /// loaded. Configurations with launch attributes (clusters, cooperative, priority,
-  /// programmatic dependent launch) are refused: capture such launches instead.
+  /// loaded. The configuration is checked as a launch's is (InvalidArgument naming the
+  /// kernel, the value and the limit). Clusters, cooperative launches and priorities
+  /// become the node's attributes (a priority takes effect when the executable is
+  /// instantiated with InstantiateOptions::use_node_priority). Programmatic dependent
+  /// launch is refused: in a graph it is an edge, not a node property; capture such
+  /// launches instead.
   template <class... Params, class... Args>
   GraphNode add_kernel(const Dependencies& after, const Kernel<void(Params...)>& kernel, const LaunchConfig& config,
                        Args&&... args) const {
@@ -259,6 +279,7 @@ class GraphRef {
   GraphNode add_kernel_node(const Function* function, CUfunction raw, const LaunchConfig& config, void** params,
                             const detail::BufferUse* uses, std::size_t count, const std::size_t* sizes,
                             const Dependencies& after) const;
+  void set_kernel_node_attributes(CUgraphNode node, const LaunchConfig& config) const;
   GraphNode add_copy_node(CUdeviceptr destination, detail::Allocation* destination_allocation, CUdeviceptr source,
                           detail::Allocation* source_allocation, const void* host_source, void* host_destination,
                           std::size_t bytes, const Dependencies& after) const;
@@ -277,11 +298,15 @@ struct ConditionalNode {
   GraphRef else_body;  ///< add_if_else only: runs when the condition is zero
 };
 
+/// Owns a graph (cuGraphCreate or a capture) and, through a user object, what its nodes
+/// keep alive (see above). Move-only; the GraphRef calls work on it directly.
 class Graph : public GraphRef {
  public:
-  /// An empty graph on `device`, to build node by node.
+  /// An empty graph on `device`, to build node by node. Throws DriverError.
   explicit Graph(Device device);
 
+  /// An empty owner (what a moved-from one becomes): calls that need the graph throw
+  /// EmptyHandle.
   Graph() = default;
   Graph(Graph&& other) noexcept : GraphRef(std::exchange(static_cast<GraphRef&>(other), GraphRef{})),
                                   core_(std::exchange(other.core_, nullptr)) {}
@@ -298,6 +323,7 @@ class Graph : public GraphRef {
   /// Destroys the graph. Executables made from it stay valid and keep what they need.
   ~Graph() { reset(); }
 
+  /// A non-owning view, valid while this owner lives.
   GraphRef ref() const noexcept { return *this; }
 
   /// An independent copy (cuGraphClone) that keeps alive the same buffers.

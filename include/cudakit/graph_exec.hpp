@@ -59,12 +59,16 @@ struct InstantiateOptions {
   bool use_node_priority = false;
 };
 
+/// Owns an executable graph (cuGraphInstantiateWithParams) and holds its graph's kept-
+/// alive resources until it is destroyed and its launches completed. Move-only.
 class GraphExec {
  public:
   /// Instantiates `graph`. Throws GraphInstantiateError naming the reason and the node
   /// that caused it.
   explicit GraphExec(const Graph& graph, const InstantiateOptions& options = {});
 
+  /// An empty owner (what a moved-from one becomes): calls that need the executable
+  /// throw EmptyHandle.
   GraphExec() = default;
   GraphExec(GraphExec&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
   GraphExec& operator=(GraphExec&& other) noexcept {
@@ -80,6 +84,8 @@ class GraphExec {
   /// allocated until they have.
   ~GraphExec() { reset(); }
 
+  /// The driver's handle (null when empty), the device's ordinal (-1 when empty), and
+  /// whether the owner holds an executable.
   CUgraphExec handle() const noexcept;
   int device_ordinal() const noexcept;
   explicit operator bool() const noexcept { return state_ != nullptr; }

@@ -41,10 +41,15 @@ Allocation* register_host_memory(const void* data, std::size_t bytes, HostRegist
                                  CUdeviceptr* mapped);
 }  // namespace detail
 
+/// One registered host range (see above). Move-only; destroying or reset() blocks until
+/// every stream that used the range finished, then unregisters it.
 class HostRegistration {
  public:
+  /// An empty registration (what a moved-from one becomes).
   HostRegistration() = default;
-  /// Page-locks [data, data + bytes). Nothing happens for 0 bytes.
+  /// Page-locks [data, data + bytes). Nothing happens for 0 bytes. Throws InvalidArgument
+  /// for a null `data`, OutOfMemory when the OS refuses to page-lock that much,
+  /// DriverError otherwise (for example a range overlapping a registered one).
   HostRegistration(const void* data, std::size_t bytes, HostRegistrationOptions options = {})
       : allocation_(detail::register_host_memory(data, bytes, options, &mapped_)), bytes_(bytes) {}
   /// Page-locks a contiguous range (a std::vector, std::array, std::span, ...). The range
@@ -73,6 +78,7 @@ class HostRegistration {
 
   /// The first registered byte (null when empty).
   void* data() const noexcept { return allocation_ ? reinterpret_cast<void*>(allocation_->pointer) : nullptr; }
+  /// The registered bytes, and whether a range is registered.
   std::size_t size_bytes() const noexcept { return bytes_; }
   explicit operator bool() const noexcept { return allocation_ != nullptr; }
   /// The device address of a mapped registration, 0 otherwise.

@@ -33,21 +33,27 @@
 
 namespace cudakit {
 
+/// A kernel of a loaded module or library, untyped: launched with a KernelArgs list.
+/// A shared handle: copies are cheap, and each keeps its module or library loaded.
+/// Calls that need the kernel throw EmptyHandle on an empty one.
 class Function {
  public:
+  /// An empty handle.
   Function() = default;
   /// Internal: a handle to `state`, which its module or library keeps (and this keeps them).
   explicit Function(std::shared_ptr<detail::FunctionState> state) noexcept : state_(std::move(state)) {}
 
+  /// Whether the handle names a kernel.
   explicit operator bool() const noexcept { return state_ != nullptr; }
 
   /// The name the driver knows (mangled for C++ kernels).
   const std::string& name() const { return state().name; }
   /// The raw CUfunction (valid while this handle lives).
   CUfunction handle() const noexcept { return state_ ? state_->function : nullptr; }
+  /// The device the kernel was loaded for (-1 when empty).
   int device_ordinal() const noexcept { return state_ ? state_->device : -1; }
 
-  /// Any CUfunction_attribute, asked of the driver.
+  /// Any CUfunction_attribute, asked of the driver (a driver call each time; DriverError).
   int attribute(CUfunction_attribute attribute) const;
   /// The most threads a block of this kernel can have (its register use may make it fewer
   /// than the device's limit).
@@ -65,6 +71,7 @@ class Function {
     return *state_;
   }
 
+  /// Same CUfunction.
   friend bool operator==(const Function& a, const Function& b) noexcept { return a.handle() == b.handle(); }
 
  private:
@@ -102,6 +109,9 @@ inline constexpr bool always_false_v = false;
 
 }  // namespace detail
 
+/// A typed kernel handle: Kernel<void(float, const float*, float*, int)>. Only the
+/// specialization for a function type returning void exists; anything else fails with a
+/// message saying so.
 template <class Sig>
 class Kernel {
   static_assert(detail::always_false_v<Sig>,
@@ -109,6 +119,9 @@ class Kernel {
                 "Kernel<void(float, const float*, float*, int)>");
 };
 
+/// A Function whose parameter types are known, so launch() checks and converts its
+/// arguments at compile time (`const T*` parameters read a buffer, `T*` write it).
+/// Obtained from Module::kernel or Library::kernel, or Kernel::checked.
 template <class... Params>
 class Kernel<void(Params...)> : public Function {
   static_assert((detail::is_kernel_parameter_v<Params> && ...),
@@ -116,8 +129,10 @@ class Kernel<void(Params...)> : public Function {
                 "not references or arrays");
 
  public:
+  /// The number of parameters.
   static constexpr std::size_t arity = sizeof...(Params);
 
+  /// An empty handle.
   Kernel() = default;
 
   /// A typed view of `function`: checks it against the signature where the driver has

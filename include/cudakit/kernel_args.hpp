@@ -26,6 +26,7 @@
 
 namespace cudakit {
 
+/// An untyped kernel argument list, built with add() in parameter order (see above).
 class KernelArgs {
  public:
   /// A value (trivially copyable; not a buffer), copied into the list.
@@ -50,11 +51,14 @@ class KernelArgs {
     return add_buffer(span.data(), span.allocation(), span.device_ordinal(),
                       std::is_const_v<T> ? Access::read : Access::write);
   }
-  /// Raw bytes of one parameter (a struct the program only knows by size).
+  /// Raw bytes of one parameter (a struct the program only knows by size), copied.
+  /// Throws InvalidArgument for a size of 0 or an alignment that is not a power of two.
   KernelArgs& add_bytes(const void* data, std::size_t size, std::size_t alignment);
 
+  /// How many parameters the list holds, and whether none.
   std::size_t size() const noexcept { return entries_.size(); }
   bool empty() const noexcept { return entries_.empty(); }
+  /// Empties the list (its storage is kept for reuse).
   void clear() noexcept;
 
   // Internal: what a launch reads.
@@ -65,7 +69,10 @@ class KernelArgs {
     int device = -1;
     Access access = Access::read;
   };
+  /// Internal: the entries, in parameter order.
   const std::vector<Entry>& entries() const noexcept { return entries_; }
+  /// Internal: where parameter `index`'s value is stored (unchecked index), as the
+  /// driver's kernelParams takes it.
   void* value_pointer(std::size_t index) const noexcept {
     return const_cast<std::byte*>(storage_.data()) + entries_[index].offset;
   }

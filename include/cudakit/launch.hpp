@@ -55,6 +55,10 @@ namespace detail {
 /// the driver sees a bad launch; raises the kernel's dynamic shared memory limit when the
 /// configuration asks for more and allows it.
 void prepare_launch(FunctionState& function, StreamRef stream, const LaunchConfig& config);
+/// The configuration checks of prepare_launch without a stream, for a kernel node of a
+/// graph (grid, block, shared memory, cluster, cooperative, priority; raises the shared
+/// memory limit when the configuration asks for more and allows it).
+void check_launch_config(FunctionState& function, const LaunchConfig& config);
 /// Step 5: the driver call. `params` points at one value per parameter (null for none).
 void submit_launch(const FunctionState& function, StreamRef stream, const LaunchConfig& config, void** params);
 /// An untyped launch's arguments against the kernel's parameter info (count and sizes).

@@ -72,6 +72,9 @@ Dim3 grid_for(N n, unsigned block) {
 /// Per dimension: the blocks of `block` that cover `extent` (e.g. an nx by ny image).
 Dim3 grid_for(Dim3 extent, Dim3 block);
 
+/// The shape of a launch: grid, block, dynamic shared memory and the launch attributes
+/// below. Checked against the device's and the kernel's limits before the driver sees it
+/// (InvalidArgument, naming the limit).
 struct LaunchConfig {
   /// Blocks in the grid.
   Dim3 grid = {};

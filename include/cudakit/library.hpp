@@ -39,14 +39,22 @@ namespace detail {
 struct LibraryState;
 }
 
+/// Code loaded once for every device (see above): a shared owner, move-only; its kernels
+/// keep it loaded. Calls that need it throw EmptyHandle on an empty one.
 class Library {
  public:
+  /// Loads an image from memory (signed or unsigned bytes; not needed after the call) or
+  /// from a file. Every load throws InvalidArgument for an image of no known format or a
+  /// file that cannot be read, ModuleLoadError when the driver refuses it (no JIT log:
+  /// the driver compiles lazily), DriverUnavailable without a driver. The JIT policy is
+  /// checked per device, when a kernel is asked for there.
   static Library load(std::span<const std::byte> image, const ModuleOptions& options = {});
   static Library load(std::span<const unsigned char> image, const ModuleOptions& options = {});
   static Library load(const std::filesystem::path& file, const ModuleOptions& options = {});
   /// NVRTC's output; the program's name expressions become kernel names.
   static Library load(const CompiledProgram& program, const ModuleOptions& options = {});
 
+  /// An empty library (what a moved-from one becomes).
   Library() = default;
   Library(Library&&) noexcept = default;
   Library& operator=(Library&&) noexcept = default;
@@ -61,15 +69,19 @@ class Library {
   Kernel<Sig> kernel(detail::OnDevice device, std::string_view name) const {
     return Kernel<Sig>::checked(function(device, name));
   }
+  /// The same, untyped (runtime-checked launches).
   Function function(detail::OnDevice device, std::string_view name) const;
 
   /// The driver's names of every kernel (CUDA 12.4+; FeatureUnavailable before).
   std::vector<std::string> kernel_names() const;
 
   /// What `device` runs from this library: native machine code or JIT-compiled PTX.
+  /// Throws InvalidArgument as choose_code() does when the device cannot run it.
   CodeChoice code_for(detail::OnDevice device) const;
+  /// What the image holds (architectures of its machine code and PTX).
   const ImageContents& contents() const;
 
+  /// The driver's handle (null when empty), and whether a library is held.
   CUlibrary handle() const noexcept;
   explicit operator bool() const noexcept { return state_ != nullptr; }
 

@@ -49,15 +49,21 @@ struct PoolUsage {
   std::uint64_t used_high_bytes = 0;      ///< the most handed out since the last reset
 };
 
+/// A non-owning view of a memory pool (cudakit never creates or destroys pools): the
+/// device's default pool, which DeviceBuffer allocates from, or a raw one. Calls that
+/// need the pool throw EmptyHandle on an empty ref and DriverError when the driver fails.
 class MemoryPoolRef {
  public:
   /// Device `device`'s default memory pool (cuDeviceGetDefaultMemPool; cached).
   static MemoryPoolRef device_default(Device device);
 
+  /// An empty ref.
   MemoryPoolRef() = default;
   /// A view of a raw pool of device `device`.
   MemoryPoolRef(CUmemoryPool handle, int device) noexcept : handle_(handle), device_(device) {}
 
+  /// The driver's handle (null when empty), the device's ordinal (-1 when empty), and
+  /// whether the ref has a pool.
   CUmemoryPool handle() const noexcept { return handle_; }
   int device_ordinal() const noexcept { return device_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
@@ -79,6 +85,7 @@ class MemoryPoolRef {
   /// Starts the peak figures (reserved_high_bytes, used_high_bytes) again from now.
   void reset_peaks() const;
 
+  /// Same handle.
   friend bool operator==(const MemoryPoolRef& a, const MemoryPoolRef& b) noexcept { return a.handle_ == b.handle_; }
 
  private:

@@ -56,12 +56,15 @@ struct JitOptions {
   std::optional<int> optimization_level = std::nullopt;
   /// A cap on registers per thread.
   std::optional<int> max_registers = std::nullopt;
+  /// Line information (CU_JIT_GENERATE_LINE_INFO), for profilers and sanitizers.
   bool line_info = false;
+  /// Full debug information (CU_JIT_GENERATE_DEBUG_INFO); slows the code.
   bool debug_info = false;
   /// The size of each of the JIT's info and error log buffers.
   std::size_t log_bytes = 64 * 1024;
 };
 
+/// How a Module or Library loads: whether PTX may be JIT-compiled, and the JIT's options.
 struct ModuleOptions {
   JitPolicy jit_policy = JitPolicy::allow;
   JitOptions jit = {};
@@ -79,6 +82,7 @@ struct LoadReport {
   /// The JIT's info log (PTX loads; empty otherwise).
   std::string jit_log;
 
+  /// Whether the driver JIT-compiled PTX (code is CodeKind::jit).
   bool jit_compiled() const noexcept { return code == CodeKind::jit; }
   /// "fatbin with machine code for sm_90 and PTX for compute_90 from memory: runs native
   /// machine code for sm_90".
@@ -88,8 +92,10 @@ struct LoadReport {
 /// Loading a module failed. code() is the driver's; log() is the JIT's error log (PTX).
 class ModuleLoadError : public DriverError {
  public:
+  /// `message` is the whole what(); `log` the JIT's error log (empty when none).
   ModuleLoadError(CUresult code, std::string call, std::string resource, std::string message, std::string log)
       : DriverError(code, std::move(call), std::move(resource), std::move(message)), log_(std::move(log)) {}
+  /// The JIT's error log (PTX loads; empty otherwise).
   const std::string& log() const noexcept { return log_; }
 
  private:
@@ -112,10 +118,15 @@ struct OnDevice {
 using NameExpressions = std::vector<std::pair<std::string, std::string>>;
 }  // namespace detail
 
+/// Code loaded into one device's primary context (see above): a shared owner, move-only;
+/// its kernels keep it loaded. Every load throws InvalidArgument for an image of no known
+/// format or one the device cannot run (or could only JIT while the policy refuses),
+/// ModuleLoadError when the driver refuses it, DriverUnavailable without a driver.
 class Module {
  public:
   /// Loads an image from memory. The bytes are not needed after the call.
   static Module load(detail::OnDevice device, std::span<const std::byte> image, const ModuleOptions& options = {});
+  /// The same from unsigned bytes (what xxd -i and embedded fatbins give).
   static Module load(detail::OnDevice device, std::span<const unsigned char> image,
                      const ModuleOptions& options = {});
   /// Loads an image from a file (InvalidArgument when it cannot be read).
@@ -123,6 +134,7 @@ class Module {
   /// Loads NVRTC's output; the program's name expressions become kernel names.
   static Module load(detail::OnDevice device, const CompiledProgram& program, const ModuleOptions& options = {});
 
+  /// An empty module (what a moved-from one becomes): calls that need it throw EmptyHandle.
   Module() = default;
   Module(Module&&) noexcept = default;
   Module& operator=(Module&&) noexcept = default;
@@ -145,9 +157,13 @@ class Module {
   /// drivers before CUDA 12.4.
   std::vector<std::string> kernel_names() const;
 
+  /// What was loaded and what the driver runs from it (with the JIT's info log).
   const LoadReport& report() const;
+  /// Whether the driver JIT-compiled PTX for this module.
   bool jit_compiled() const { return report().jit_compiled(); }
 
+  /// The driver's handle (null when empty), the device's ordinal (-1 when empty), and
+  /// whether a module is held.
   CUmodule handle() const noexcept;
   int device_ordinal() const noexcept;
   explicit operator bool() const noexcept { return state_ != nullptr; }

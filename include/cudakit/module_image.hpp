@@ -25,7 +25,12 @@
 
 namespace cudakit {
 
-enum class ImageFormat : std::uint8_t { cubin, ptx, fatbin };
+/// The three image formats the driver loads.
+enum class ImageFormat : std::uint8_t {
+  cubin,   ///< an ELF file with machine code for one architecture
+  ptx,     ///< PTX text
+  fatbin,  ///< a bundle of cubins and PTX for several architectures
+};
 
 /// "cubin", "PTX", "fatbin".
 const char* to_string(ImageFormat format) noexcept;
@@ -64,6 +69,7 @@ enum class CodeKind : std::uint8_t {
 /// "native machine code" / "JIT-compiled PTX".
 const char* to_string(CodeKind kind) noexcept;
 
+/// What the driver runs from an image on one GPU (choose_code()).
 struct CodeChoice {
   CodeKind kind = CodeKind::native;
   /// The machine code's architecture (native) or the PTX target (jit), e.g. 90.

@@ -20,6 +20,7 @@ namespace cudakit {
 int max_active_blocks_per_multiprocessor(const Function& kernel, unsigned block_threads,
                                          std::size_t dynamic_shared_bytes = 0);
 
+/// What suggested_block_size() returns.
 struct BlockSizeSuggestion {
   /// The block size with the highest occupancy.
   int block_size = 0;

@@ -57,19 +57,29 @@ namespace detail {
 Allocation* allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions options, CUdeviceptr* mapped);
 }  // namespace detail
 
+/// Owns `size()` elements of T in page-locked host memory (see above). Move-only;
+/// destroying or reset() blocks until every stream that used it finished, then frees it.
 template <class T>
 class PinnedBuffer {
   static_assert(std::is_trivially_copyable_v<T> && !std::is_const_v<T>,
                 "PinnedBuffer holds non-const trivially copyable types");
 
  public:
+  /// The element type, and iterators as plain pointers (a contiguous range).
   using value_type = T;
   using iterator = T*;
   using const_iterator = const T*;
 
+  /// An empty buffer (what a moved-from one becomes): size 0, data() null.
   PinnedBuffer() = default;
+  /// `count` elements of portable page-locked memory (cuMemHostAlloc, device 0's primary
+  /// context current), left as the OS gives them. Count 0 makes an empty buffer without
+  /// a driver call. Throws OutOfMemory when the OS refuses to page-lock that much,
+  /// InvalidArgument when the bytes overflow size_t, DriverError otherwise. Costly (the
+  /// OS pins every page): allocate once and reuse.
   PinnedBuffer(std::size_t count, Uninitialized, PinnedOptions options = {})
       : allocation_(detail::allocate_pinned_memory(bytes_for(count), false, options, &mapped_)), count_(count) {}
+  /// The same, zero-filled on the host before it returns.
   PinnedBuffer(std::size_t count, Zeroed, PinnedOptions options = {})
       : allocation_(detail::allocate_pinned_memory(bytes_for(count), true, options, &mapped_)), count_(count) {}
 
@@ -89,12 +99,16 @@ class PinnedBuffer {
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
   ~PinnedBuffer() { reset(); }
 
+  /// The number of elements, the same in bytes, and whether it is 0.
   std::size_t size() const noexcept { return count_; }
   std::size_t size_bytes() const noexcept { return count_ * sizeof(T); }
   bool empty() const noexcept { return count_ == 0; }
   /// False for a moved-from or default-constructed buffer.
   explicit operator bool() const noexcept { return allocation_ != nullptr || count_ != 0; }
 
+  /// Host access to the elements, as for a std::vector (null and an empty range when
+  /// empty; operator[] is unchecked). Reading or writing through them is the host side:
+  /// order it against copies as said above.
   T* data() noexcept { return allocation_ ? reinterpret_cast<T*>(allocation_->pointer) : nullptr; }
   const T* data() const noexcept { return allocation_ ? reinterpret_cast<const T*>(allocation_->pointer) : nullptr; }
   T* begin() noexcept { return data(); }

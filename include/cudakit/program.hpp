@@ -46,8 +46,13 @@ class CompilerUnavailable : public Error {
   using Error::Error;
 };
 
-enum class ProgramOutput : std::uint8_t { cubin, ptx };
+/// What NVRTC produces.
+enum class ProgramOutput : std::uint8_t {
+  cubin,  ///< machine code for one architecture (sm_XY); loads without a JIT
+  ptx,    ///< PTX for a virtual architecture (compute_XY); the driver JIT-compiles it at load
+};
 
+/// How a Program compiles.
 struct CompileOptions {
   /// "sm_90" (or "compute_90"; the prefix follows the output: cubin needs sm_, PTX compute_).
   /// Empty: the device's, with compile(device); compile(options) then requires it.
@@ -71,6 +76,7 @@ class CompiledProgram {
  public:
   /// The program's name ("saxpy.cu").
   const std::string& name() const noexcept { return name_; }
+  /// Cubin or PTX.
   ProgramOutput output() const noexcept { return output_; }
   /// "sm_90" for a cubin, "compute_90" for PTX.
   const std::string& arch() const noexcept { return arch_; }
@@ -96,8 +102,11 @@ class CompiledProgram {
   bool from_cache_ = false;
 };
 
+/// CUDA C++ source to compile at run time with NVRTC (loaded on first use). Building one
+/// calls nothing; compile() may be called several times, from several threads.
 class Program {
  public:
+  /// The source text and the name messages and logs use for it.
   explicit Program(std::string source, std::string name = "program.cu");
 
   /// A header the source may #include by `include_name`, given as text.
@@ -111,6 +120,7 @@ class Program {
   /// Compiles for `device`'s architecture unless `options.arch` says otherwise.
   CompiledProgram compile(const Device& device, CompileOptions options = {}) const;
 
+  /// The program's name and source, as given.
   const std::string& name() const noexcept { return name_; }
   const std::string& source() const noexcept { return source_; }
 
@@ -121,6 +131,7 @@ class Program {
   std::vector<std::string> name_expressions_;
 };
 
+/// An NVRTC version, e.g. {13, 0}.
 struct NvrtcVersion {
   int major = 0;
   int minor = 0;

@@ -49,8 +49,13 @@ struct HostCallbackOf final : HostCallback {
 void enqueue_host_callback(const StreamRef& stream, std::unique_ptr<HostCallback> callback);
 }  // namespace detail
 
+/// A non-owning view of a stream: handle, device ordinal and (for cudakit's streams) the
+/// shared tracking state; trivially copyable, does not keep the stream alive. The calls
+/// below throw EmptyHandle on an empty ref, ContextPoisoned on a poisoned device and
+/// DriverError when the driver fails.
 class StreamRef {
  public:
+  /// An empty ref (never the legacy stream).
   StreamRef() = default;
   StreamRef(std::nullptr_t) = delete;  // 0 or nullptr would mean the legacy stream
   StreamRef(int) = delete;
@@ -58,12 +63,15 @@ class StreamRef {
   /// must be a real stream (never 0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD). A
   /// buffer used on a borrowed stream must be freed before that stream is destroyed.
   StreamRef(CUstream handle, int device) noexcept : handle_(handle), device_(device) {}
+  /// Internal: a view of a cudakit stream with its tracking state.
   StreamRef(CUstream handle, int device, detail::StreamState* state) noexcept
       : handle_(handle), state_(state), device_(device) {}
 
+  /// The driver's handle (also a cudaStream_t); null for an empty ref.
   CUstream handle() const noexcept { return handle_; }
   /// Internal: the shared state trackers use (null for a ref built from a raw handle).
   detail::StreamState* state() const noexcept { return state_; }
+  /// The device's ordinal (-1 when empty), and whether the ref has a handle.
   int device_ordinal() const noexcept { return device_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
 
@@ -98,6 +106,7 @@ class StreamRef {
       throw_empty(call);
   }
 
+  /// Same handle.
   friend bool operator==(const StreamRef& a, const StreamRef& b) noexcept { return a.handle_ == b.handle_; }
 
  private:
@@ -107,12 +116,15 @@ class StreamRef {
   int device_ = -1;
 };
 
+/// Owns a non-blocking stream (cuStreamCreateWithPriority), destroyed with the owner; a
+/// failed destroy is parked. Move-only. The calls are StreamRef's, and throw as they do.
 class Stream {
  public:
   /// A new non-blocking stream in `context` with `priority` (0 is the default, the
   /// least urgent; see ContextRef::stream_priority_range()). A priority outside the
   /// range throws InvalidArgument naming the range.
   explicit Stream(ContextRef context, int priority = 0);
+  /// The same in the device's primary context. Both throw DriverError when creation fails.
   explicit Stream(Device device, int priority = 0);
 
   /// Destroying a Stream does not wait for its work, unless a buffer still remembers
@@ -124,6 +136,8 @@ class Stream {
   /// promise does not hold for it; adopt() checks and throws InvalidArgument otherwise.
   static Stream adopt(CUstream handle, int device);
 
+  /// An empty owner (what a moved-from one becomes): calls that need the stream throw
+  /// EmptyHandle.
   Stream() = default;
   Stream(Stream&& other) noexcept : ref_(std::exchange(other.ref_, {})) {}
   Stream& operator=(Stream&& other) noexcept {
@@ -137,8 +151,11 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
   ~Stream() { reset(); }
 
+  /// A non-owning view, valid while this owner lives.
   StreamRef ref() const noexcept { return ref_; }
   operator StreamRef() const noexcept { return ref_; }
+  /// The driver's handle (null when empty), the device's ordinal (-1 when empty), and
+  /// whether the owner holds a stream.
   CUstream handle() const noexcept { return ref_.handle(); }
   int device_ordinal() const noexcept { return ref_.device_ordinal(); }
   explicit operator bool() const noexcept { return static_cast<bool>(ref_); }
@@ -150,6 +167,7 @@ class Stream {
     return ref.handle();
   }
 
+  /// StreamRef's query, synchronize, wait, priority and host_callback on this stream.
   bool query() const { return ref_.query(); }
   void synchronize() const { ref_.synchronize(); }
   void wait(EventRef event) const { ref_.wait(event); }

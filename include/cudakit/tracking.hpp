@@ -25,7 +25,10 @@
 namespace cudakit {
 
 /// How a piece of work touches a buffer.
-enum class Access : std::uint8_t { read, write };
+enum class Access : std::uint8_t {
+  read,   ///< the work only reads: it waits for the last writer, and readers run side by side
+  write,  ///< the work may write: it waits for the last writer and every reader since
+};
 
 namespace detail {
 extern thread_local int manual_ordering_depth;
@@ -36,6 +39,7 @@ extern thread_local int manual_ordering_depth;
 /// buffers a capture touches (their lifetime is never manual).
 class ManualOrdering {
  public:
+  /// Turns ordering off on this thread until the matching destructor (depth counted).
   ManualOrdering() noexcept { ++detail::manual_ordering_depth; }
   ~ManualOrdering() { --detail::manual_ordering_depth; }
   ManualOrdering(const ManualOrdering&) = delete;

@@ -2,8 +2,10 @@
 // capture_guard.hpp).
 //
 // Two kinds of work land here:
-//   - releases handed over by the driver: a graph's user object is destroyed on a driver
-//     thread, where no CUDA call may be made, so its destructor only queues the release;
+//   - releases handed over by the driver: the host function that follows an executable's
+//     last launch runs on a driver thread, where no CUDA call may be made, so it only
+//     queues the release (Note [Graph lifetimes] in graph_resources.cpp);
+//   - a graph's resources when its last owner goes (the thread may be capturing);
 //   - frees that would be unsafe now: a buffer released on a thread that captures in a
 //     mode that forbids cuMemFree (and so every free, to keep one rule).
 // The queue is drained at safe points: capture end, graph launch, graph and executable

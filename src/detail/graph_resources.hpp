@@ -2,11 +2,11 @@
 // how they touch them (for launch-time tracking), the callables of its host nodes, and
 // the resources of graphs embedded in it.
 //
-// Reference counted. Held by the CUDA user object of every graph that uses it (so the
-// driver releases it only after the graph and its executables are destroyed and their
-// launches completed; the release then goes through the deferred queue) and briefly by
-// cudakit code that works on it. The last release frees the buffers (stream-ordered after
-// every stream that used them, tracking.cpp) and the callables.
+// Reference counted. Held by the graph's GraphCore, by every executable that runs the
+// graph until its last launch completed, by the resources of graphs that embed or clone
+// it, and briefly by cudakit code that works on it (Note [Graph lifetimes] in
+// graph_resources.cpp). The last release frees the buffers (stream-ordered after every
+// stream that used them, tracking.cpp) and the callables.
 #pragma once
 
 #include <cuda.h>
@@ -65,11 +65,11 @@ class GraphResources {
 
 /// The graph handle a Graph owner and its executables share, so that node handles stay
 /// valid for as long as an executable may name them (DESIGN 4). The last reference
-/// destroys the graph (which drops its user object: see GraphResources).
+/// destroys the graph and queues the release of its resources for a safe point.
 struct GraphCore {
   CUgraph handle = nullptr;
   int device = -1;
-  GraphResources* resources = nullptr;  // alive while the graph is (its user object holds it)
+  GraphResources* resources = nullptr;  // one reference, the core's
   std::atomic<int> refs{1};
 };
 void retain(GraphCore* core) noexcept;
@@ -78,10 +78,6 @@ void release(GraphCore* core) noexcept;
 /// A raw kernel's arguments (their sizes) against its parameter info, where this driver
 /// has cuFuncGetParamInfo and knows the function; InvalidArgument on a mismatch.
 void check_raw_arguments(CUfunction function, int device, const std::size_t* sizes, std::size_t count);
-
-/// Gives `graph` a CUDA user object holding one reference to `resources` (taken here).
-/// Throws DriverError when the driver refuses; the reference is then not taken.
-void attach_to_graph(CUgraph graph, GraphResources* resources);
 
 /// The trampoline of host nodes and captured host callbacks: runs the callback (which the
 /// graph owns, so it is not freed) and parks what it throws.

@@ -440,6 +440,52 @@ TEST_F(GraphGpuTest, DestroyingGraphAndExecutableWithReplaysInFlightIsSafe) {
   run_deferred_releases();
 }
 
+// Issue 5: launch attributes on explicit kernel nodes. The cluster node's blocks must see
+// their rank in the cluster (only true if the attribute reached the driver); the
+// cooperative node's grid is the largest fully resident one.
+TEST_F(GraphGpuTest, ExplicitKernelNodesWithClusterAndCooperativeAttributes) {
+  Stream s(device());
+  Graph g(device());
+  std::vector<GraphNode> nodes;
+  const unsigned blocks = 64;
+  DeviceBuffer<unsigned> ranks(s, blocks, uninitialized);
+  if (device().supports_clusters()) {
+    ASSERT_EQ(cu.MemsetD32Async(ranks.device_pointer(), 0xFFFFFFFFu, blocks, s.handle()), CUDA_SUCCESS);  // poison
+    auto ids = module_.kernel<void(unsigned*)>("cluster_ids");
+    nodes.push_back(g.add_kernel(ids, LaunchConfig{.grid = blocks, .block = 32, .cluster = Dim3{4}}, ranks));
+  }
+  const unsigned block = 256;
+  const int per_sm = max_active_blocks_per_multiprocessor(scale_offset_, block);
+  ASSERT_GT(per_sm, 0);
+  const unsigned grid = unsigned(per_sm * device().multiprocessor_count());
+  const int count = int(grid * block);
+  DeviceBuffer<float> in(s, count, uninitialized), out(s, count, uninitialized);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-10.f, 10.f);
+  std::vector<float> host(count);
+  for (float& v : host) v = d(rng);
+  upload(in, host, s);
+  poison(out, s);
+  if (device().supports_cooperative_launch()) {
+    LaunchConfig config{.grid = grid, .block = block, .cooperative = true, .priority = 0};
+    nodes.push_back(g.add_kernel(scale_offset_, config, in, out, 2.0f, 1.0f, count));
+  }
+  if (nodes.empty()) GTEST_SKIP() << "neither clusters nor cooperative launches on " << device().compute_capability().arch();
+  GraphExec exec = g.instantiate(InstantiateOptions{.use_node_priority = true});
+  exec.launch(s);
+  s.synchronize();
+  if (device().supports_clusters()) {
+    std::vector<unsigned> h(blocks);
+    ASSERT_EQ(cu.MemcpyDtoHAsync(h.data(), ranks.device_pointer(), blocks * sizeof(unsigned), s.handle()), CUDA_SUCCESS);
+    s.synchronize();
+    for (unsigned b = 0; b < blocks; ++b) ASSERT_EQ(h[b], b % 4) << "block " << b;
+  }
+  if (device().supports_cooperative_launch()) {
+    std::vector<float> result = download(out, s);
+    for (int i = 0; i < count; ++i) ASSERT_EQ(result[i], host[i] * 2.0f + 1.0f) << "element " << i;
+  }
+}
+
 #endif  // CUDAKIT_HAVE_TEST_KERNELS
 
 }  // namespace

@@ -2,6 +2,9 @@
 // them all with the tests that pin them; the ones not pinned elsewhere are here).
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "cudakit/cudakit.hpp"
 #include "fake_fixture.hpp"
 
@@ -142,6 +145,140 @@ TEST_F(BadInputs, QueryOfAnEventNeverRecordedIsTrue) {
   Event e(dev());
   EXPECT_TRUE(e.query());
   EXPECT_NO_THROW(e.synchronize());
+}
+
+// ---- memory and copies ----
+
+TEST_F(BadInputs, DeviceBufferRefusesAnEmptyStreamAndACountThatOverflows) {
+  auto m = message_of<EmptyHandle>([] { DeviceBuffer<float> b(StreamRef{}, 4, uninitialized); });
+  EXPECT_NE(m.find("cuMemAllocAsync: use of an empty Stream"), std::string::npos) << m;
+  EXPECT_THROW((DeviceBuffer<float>(StreamRef{}, 4, zeroed, Allocator::plain)), EmptyHandle);
+  Stream s(dev());
+  const std::size_t too_many = static_cast<std::size_t>(-1) / 4;
+  m = message_of<InvalidArgument>([&] { DeviceBuffer<double> b(s, too_many, uninitialized); });
+  EXPECT_NE(m.find("DeviceBuffer of " + std::to_string(too_many) + " elements of 8 bytes overflows size_t"),
+            std::string::npos)
+      << m;
+  m = message_of<InvalidArgument>([&] { PinnedBuffer<double> b(too_many, uninitialized); });
+  EXPECT_NE(m.find("PinnedBuffer of " + std::to_string(too_many) + " elements of 8 bytes overflows size_t"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(fake().calls(EntryId::MemAllocAsync) + fake().calls(EntryId::MemAlloc) + fake().calls(EntryId::MemHostAlloc),
+            0);
+}
+
+TEST_F(BadInputs, ZeroElementBuffersAllocateNothingAndCopyNothing) {
+  Stream s(dev());
+  DeviceBuffer<float> d(s, 0, zeroed);
+  PinnedBuffer<float> p(0, uninitialized);
+  EXPECT_FALSE(d);
+  EXPECT_EQ(d.device_pointer(), 0u);
+  std::vector<float> none;
+  copy(s, none, d);
+  copy(s, d, none);
+  fill(s, d, 1.0f);
+  EXPECT_TRUE(download(s, d).empty());
+  EXPECT_EQ(fake().calls(EntryId::MemAllocAsync) + fake().calls(EntryId::MemAlloc) + fake().calls(EntryId::MemHostAlloc) +
+                fake().calls(EntryId::MemcpyHtoDAsync) + fake().calls(EntryId::MemcpyDtoHAsync) +
+                fake().calls(EntryId::MemsetD32Async),
+            0);
+}
+
+TEST_F(BadInputs, ViewsOutOfRangeAreRefusedWithTheSizes) {
+  Stream s(dev());
+  DeviceBuffer<float> d(s, 10, zeroed);
+  auto m = message_of<InvalidArgument>([&] { (void)d.subspan(8, 5); });
+  EXPECT_NE(m.find("subspan(8, 5) is out of range"), std::string::npos) << m;
+  EXPECT_NE(m.find("10"), std::string::npos) << m;
+  EXPECT_THROW((void)d.subspan(11), InvalidArgument);
+  EXPECT_THROW((void)d.last(11), InvalidArgument);
+  EXPECT_THROW((void)d.first(11), InvalidArgument);
+  // Offset and count whose sum wraps around.
+  EXPECT_THROW((void)d.subspan(2, static_cast<std::size_t>(-1)), InvalidArgument);
+  EXPECT_EQ(d.subspan(10).size(), 0u) << "the end itself is in range";
+}
+
+TEST_F(BadInputs, CopiesAndFillsOnAnEmptyStreamAreRefused) {
+  Stream s(dev());
+  DeviceBuffer<float> d(s, 8, zeroed), e(s, 8, zeroed);
+  std::vector<float> host(8, 1.0f);
+  auto m = message_of<EmptyHandle>([&] { copy(StreamRef{}, host, d); });
+  EXPECT_NE(m.find("cuMemcpyHtoDAsync: use of an empty Stream"), std::string::npos) << m;
+  EXPECT_THROW(copy(StreamRef{}, d, host), EmptyHandle);
+  EXPECT_THROW(copy(StreamRef{}, d, e), EmptyHandle);
+  EXPECT_THROW(fill(StreamRef{}, d, 2.0f), EmptyHandle);
+  EXPECT_THROW((void)download(StreamRef{}, d), EmptyHandle);
+  EXPECT_THROW((void)upload(StreamRef{}, host), EmptyHandle);
+}
+
+TEST_F(BadInputs, AMovedFromBufferIsAZeroElementOneForCopies) {
+  Stream s(dev());
+  DeviceBuffer<float> a(s, 8, zeroed);
+  DeviceBuffer<float> b = std::move(a);
+  std::vector<float> host(8, 1.0f);
+  auto m = message_of<InvalidArgument>([&] { copy(s, host, a); });  // NOLINT(bugprone-use-after-move): the point
+  EXPECT_NE(m.find("the source has 8 elements (32 bytes) but the destination has 0 elements (0 bytes)"),
+            std::string::npos)
+      << m;
+  EXPECT_THROW(copy(s, a, b), InvalidArgument);  // NOLINT(bugprone-use-after-move)
+}
+
+// ---- capture, graphs and executables ----
+
+TEST_F(BadInputs, EmptyGraphsAndExecutablesSayWhenUsed) {
+  Stream s(dev());
+  Graph none;
+  auto m = message_of<EmptyHandle>([&] { (void)none.instantiate(); });
+  EXPECT_NE(m.find("use of an empty Graph (moved-from or default-constructed)"), std::string::npos) << m;
+  EXPECT_THROW((void)none.node_count(), EmptyHandle);
+  EXPECT_THROW((void)none.add_empty(), EmptyHandle);
+  GraphExec nothing;
+  m = message_of<EmptyHandle>([&] { nothing.launch(s); });
+  EXPECT_NE(m.find("cuGraphLaunch: use of an empty GraphExec (moved-from or default-constructed)"), std::string::npos)
+      << m;
+  EXPECT_THROW(nothing.upload(s), EmptyHandle);
+  EXPECT_THROW((void)nothing.node_count(), EmptyHandle);
+  Graph g(dev());
+  (void)g.add_empty();
+  GraphExec exec = g.instantiate();
+  m = message_of<EmptyHandle>([&] { exec.launch(StreamRef{}); });
+  EXPECT_NE(m.find("cuGraphLaunch: use of an empty Stream"), std::string::npos) << m;
+  EXPECT_THROW(exec.update(none), EmptyHandle);
+  EXPECT_THROW(Capture scope(StreamRef{}), EmptyHandle);
+  EXPECT_THROW((void)capture(StreamRef{}, [] {}), EmptyHandle);
+  EXPECT_EQ(fake().calls(EntryId::GraphLaunch), 0);
+}
+
+class TwoDeviceBadInputs : public testing::FakeDriverTest {
+  void configure(fake::Driver& d) override { d.devices.resize(2); }
+};
+
+TEST_F(TwoDeviceBadInputs, AnExecutableRunsAndUpdatesOnlyOnItsOwnDevice) {
+  Stream there(Device::get(1));
+  Graph g(Device::get(0)), other(Device::get(1));
+  (void)g.add_empty();
+  (void)other.add_empty();
+  GraphExec exec = g.instantiate();
+  auto m = message_of<InvalidArgument>([&] { exec.launch(there); });
+  EXPECT_NE(m.find("cannot be launched on a stream of device 1"), std::string::npos) << m;
+  m = message_of<InvalidArgument>([&] { exec.update(other); });
+  EXPECT_NE(m.find("cannot take a graph of device 1"), std::string::npos) << m;
+  EXPECT_EQ(fake().calls(EntryId::GraphLaunch) + fake().calls(EntryId::GraphExecUpdate), 0);
+}
+
+// ---- the Gpu facade, libraries ----
+
+TEST_F(BadInputs, GpuOfAnOrdinalOutOfRangeNamesTheCount) {
+  auto m = message_of<InvalidArgument>([] { Gpu g(3); });
+  EXPECT_NE(m.find("device ordinal 3 is out of range: this process sees 1 CUDA device"), std::string::npos) << m;
+  EXPECT_THROW(Gpu g(-1), InvalidArgument);
+}
+
+TEST_F(BadInputs, AnEmptyLibrarySaysSoWhenUsed) {
+  Library none;
+  auto m = message_of<EmptyHandle>([&] { (void)none.function(dev(), "saxpy"); });
+  EXPECT_NE(m.find("use of an empty Library (moved-from or default-constructed)"), std::string::npos) << m;
+  EXPECT_THROW((void)none.kernel_names(), EmptyHandle);
 }
 
 }  // namespace

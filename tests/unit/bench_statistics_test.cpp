@@ -119,6 +119,35 @@ TEST(BenchVerdict, RoundRatiosPairSamplesOfTheSameRound) {
   EXPECT_DOUBLE_EQ(v.round_ratio.max, 2);
 }
 
+// The doctor's words for a ratio against its target (target_note): how far it missed,
+// relative to the target, in the right direction.
+TEST(BenchTargetNote, ACostOverItsCeilingSaysByHowMuch) {
+  EXPECT_EQ(target_note(1.05 * 1.003, 1.05, Better::lower), "MISS: 0.3% over the target (ratio at most 1.050)");
+  EXPECT_EQ(target_note(1.136, 1.1, Better::lower), "MISS: 3.3% over the target (ratio at most 1.100)");
+}
+
+TEST(BenchTargetNote, AThroughputUnderItsFloorSaysByHowMuch) {
+  EXPECT_EQ(target_note(0.98 * 0.95, 0.98, Better::higher), "MISS: 5.0% under the target (ratio at least 0.980)");
+}
+
+TEST(BenchTargetNote, AMissTooSmallToRoundIsStillAMiss) {
+  EXPECT_EQ(target_note(1.0501, 1.05, Better::lower), "MISS: less than 0.1% over the target (ratio at most 1.050)");
+}
+
+TEST(BenchTargetNote, MetTargetsAndTheBoundaryAreOk) {
+  EXPECT_EQ(target_note(1.05, 1.05, Better::lower), "ok");
+  EXPECT_EQ(target_note(0.7, 1.05, Better::lower), "ok");
+  EXPECT_EQ(target_note(0.98, 0.98, Better::higher), "ok");
+  EXPECT_EQ(target_note(1.5, 0.98, Better::higher), "ok");
+}
+
+TEST(BenchTargetNote, NoTargetNoNoteAndNoRatioIsAMiss) {
+  EXPECT_EQ(target_note(3.0, 0, Better::lower), "");
+  EXPECT_EQ(target_note(0, 1.05, Better::lower), "MISS: no ratio");
+  EXPECT_EQ(target_note(std::nan(""), 0.98, Better::higher), "MISS: no ratio");
+  EXPECT_EQ(target_note(INFINITY, 1.05, Better::lower), "MISS: no ratio");
+}
+
 TEST(BenchResults, CostResultIsInMicrosecondsPerOperation) {
   Result r = cost_result("event record", "events", {{1e-7, 2e-7}, {1e-7, 1e-7}}, 1.05);
   EXPECT_EQ(r.unit, "us");

@@ -612,7 +612,6 @@ bool is_release(EntryId e) {
     case EntryId::LibraryUnload:
     case EntryId::GraphDestroy:
     case EntryId::GraphExecDestroy:
-    case EntryId::UserObjectRelease:
       return true;
     default:
       return false;

@@ -1,5 +1,5 @@
 // Graphs and executables against the fake driver (issue 5, points 3, 4, 5, 7; DESIGN 4,
-// 6): lifetimes through user objects and the deferred queue, launch-time tracking, the
+// 6): lifetimes held by graphs and executables and the deferred queue, launch-time tracking, the
 // one-thread rule, instantiate and update failures in words, kernel-argument updates,
 // explicit building and conditional nodes.
 #include <gtest/gtest.h>
@@ -70,11 +70,9 @@ TEST_F(GraphTest, DestroyingTheExecutableWhileReplaysAreQueuedKeepsBuffersUntilT
   g = Graph();
   run_deferred_releases();
   EXPECT_EQ(live_memory(), 1u) << "replays in flight still need the buffer";
-  EXPECT_EQ(fake().live("user object"), 1u);
-  fake::run_pending_replays();  // the replays complete; the driver drops the user object
+  fake::run_pending_replays();  // the replays complete; the host function after them queues the release
   EXPECT_EQ(reinterpret_cast<const float*>(address)[0], 3.0f);
-  EXPECT_EQ(fake().live("user object"), 0u);
-  EXPECT_EQ(live_memory(), 1u) << "the destructor ran on a driver thread: it only queued the release";
+  EXPECT_EQ(live_memory(), 1u) << "the host function ran on a driver thread: it only queued the release";
   run_deferred_releases();
   EXPECT_EQ(live_memory(), 0u);
   fake::defer_graph_replays(false);
@@ -542,13 +540,79 @@ TEST_F(TypedGraphTest, TypedArgumentUpdate) {
       << "the node launches another kernel";
 }
 
-TEST_F(TypedGraphTest, KernelNodeRefusesLaunchAttributes) {
+TEST_F(TypedGraphTest, KernelNodeCarriesClusterCooperativeAndPriorityAttributes) {
+  DeviceBuffer<float> x(Stream(dev()), 16, zeroed);
+  auto fill = module_.kernel<FillSig>("fill");
+  Graph g(dev());
+  LaunchConfig clustered{4, 16};
+  clustered.cluster = Dim3{2};
+  GraphNode a = g.add_kernel(fill, clustered, x, 1.0f, 16);
+  LaunchConfig cooperative{1, 16};
+  cooperative.cooperative = true;
+  cooperative.priority = 0;
+  GraphNode b = g.add_kernel({a}, fill, cooperative, x, 2.0f, 16);
+
+  auto cluster = fake::kernel_node_attribute(a.handle(), CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  ASSERT_TRUE(cluster.has_value());
+  EXPECT_EQ(cluster->clusterDim.x, 2u);
+  EXPECT_EQ(cluster->clusterDim.y, 1u);
+  EXPECT_FALSE(fake::kernel_node_attribute(a.handle(), CU_LAUNCH_ATTRIBUTE_COOPERATIVE).has_value());
+  auto coop = fake::kernel_node_attribute(b.handle(), CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+  ASSERT_TRUE(coop.has_value());
+  EXPECT_EQ(coop->cooperative, 1);
+  auto priority = fake::kernel_node_attribute(b.handle(), CU_LAUNCH_ATTRIBUTE_PRIORITY);
+  ASSERT_TRUE(priority.has_value());
+  EXPECT_EQ(priority->priority, 0);
+}
+
+TEST_F(TypedGraphTest, KernelNodeRefusesProgrammaticDependentLaunchSayingItIsAnEdge) {
   DeviceBuffer<float> x(Stream(dev()), 16, zeroed);
   auto fill = module_.kernel<FillSig>("fill");
   Graph g(dev());
   LaunchConfig config{1, 16};
-  config.cooperative = true;
-  EXPECT_THROW(g.add_kernel(fill, config, x, 1.0f, 16), InvalidArgument);
+  config.programmatic_dependent_launch = true;
+  try {
+    g.add_kernel(fill, config, x, 1.0f, 16);
+    FAIL() << "programmatic dependent launch accepted on a node";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("edge"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(fake::node_count(g.handle()), 0u);
+}
+
+TEST_F(TypedGraphTest, KernelNodeChecksItsConfigurationLikeALaunchBeforeAddingTheNode) {
+  DeviceBuffer<float> x(Stream(dev()), 16, zeroed);
+  auto fill = module_.kernel<FillSig>("fill");
+  Graph g(dev());
+  try {
+    g.add_kernel(fill, LaunchConfig{1, Dim3{0}}, x, 1.0f, 16);
+    FAIL() << "a zero block accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("fill"), std::string::npos) << "names the kernel: " << e.what();
+    EXPECT_NE(std::string(e.what()).find("zero"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(g.add_kernel(fill, LaunchConfig{1, 1u << 20}, x, 1.0f, 16), InvalidArgument) << "block over the limit";
+  LaunchConfig uneven{3, 16};
+  uneven.cluster = Dim3{2};
+  EXPECT_THROW(g.add_kernel(fill, uneven, x, 1.0f, 16), InvalidArgument) << "grid not a multiple of the cluster";
+  EXPECT_EQ(fake::node_count(g.handle()), 0u) << "no node for a refused configuration";
+}
+
+TEST_F(TypedGraphTest, KernelNodeWhoseAttributeTheDriverRefusesIsRemovedAgain) {
+  DeviceBuffer<float> x(Stream(dev()), 16, zeroed);
+  auto fill = module_.kernel<FillSig>("fill");
+  Graph g(dev());
+  LaunchConfig config{4, 16};
+  config.cluster = Dim3{2};
+  fake().fail(EntryId::GraphKernelNodeSetAttribute, 1, CUDA_ERROR_INVALID_VALUE);
+  try {
+    g.add_kernel(fill, config, x, 1.0f, 16);
+    FAIL() << "the driver's refusal was not reported";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.code(), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(e.call(), "cuGraphKernelNodeSetAttribute");
+  }
+  EXPECT_EQ(fake::node_count(g.handle()), 0u) << "no half-made node left in the graph";
 }
 
 TEST_F(TypedGraphTest, CapturedTypedLaunchesReplayAndKeepTheirModule) {

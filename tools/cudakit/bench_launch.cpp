@@ -60,6 +60,20 @@ struct LaunchSetup {
   void raw_launch(CUfunction function, void** params) const {
     check_raw(launch_kernel(function, 1, 1, 1, 1, 1, 1, 0, raw_stream.handle(), params, nullptr), "cuLaunchKernel");
   }
+  // The comparison every launch benchmark makes: `cudakit_launch()` (one cudakit launch,
+  // inlined: a template, not a std::function) against raw_launch(function, params), the
+  // same number of times per batch, interleaved.
+  template <class CudakitLaunch>
+  PairedSamples time(const Context& c, CudakitLaunch cudakit_launch, CUfunction function, void** params) const {
+    return time_host(
+        plan(c),
+        [&](int ops) {
+          for (int i = 0; i < ops; ++i) cudakit_launch();
+        },
+        [&](int ops) {
+          for (int i = 0; i < ops; ++i) raw_launch(function, params);
+        });
+  }
 
   RawPrimaryContext raw_context;
   Module module;
@@ -70,23 +84,11 @@ struct LaunchSetup {
 };
 
 std::vector<Result> launch_0_args(const Context& c) {
-  std::vector<Result> results;
-  {
-    LaunchSetup s(c);
-    auto kernel = s.module.kernel<void()>("empty_kernel");
-    const CUfunction f = kernel.handle();
-    const StreamRef stream = s.stream;
-    auto samples = time_host(
-        s.plan(c),
-        [&](int ops) {
-          for (int i = 0; i < ops; ++i) launch(stream, kernel, one_thread);
-        },
-        [&](int ops) {
-          for (int i = 0; i < ops; ++i) s.raw_launch(f, nullptr);
-        });
-    results.push_back(cost_result("launch, 0 args", "launch", samples, launch_target));
-  }
-  return results;
+  LaunchSetup s(c);
+  auto kernel = s.module.kernel<void()>("empty_kernel");
+  const StreamRef stream = s.stream;
+  auto samples = s.time(c, [&] { launch(stream, kernel, one_thread); }, kernel.handle(), nullptr);
+  return {cost_result("launch, 0 args", "launch", samples, launch_target)};
 }
 
 // increment(float* data, int n) with n = 0: two parameters, no work.
@@ -99,14 +101,7 @@ std::vector<Result> launch_2_args(const Context& c) {
   CUdeviceptr raw_pointer = s.buffer.device_pointer();
   int n = 0;
   void* params[] = {&raw_pointer, &n};
-  auto samples = time_host(
-      s.plan(c),
-      [&](int ops) {
-        for (int i = 0; i < ops; ++i) launch(stream, kernel, one_thread, pointer, 0);
-      },
-      [&](int ops) {
-        for (int i = 0; i < ops; ++i) s.raw_launch(f, params);
-      });
+  auto samples = s.time(c, [&] { launch(stream, kernel, one_thread, pointer, 0); }, f, params);
   return {cost_result("launch, 2 args", "launch", samples, launch_target)};
 }
 
@@ -119,14 +114,7 @@ std::vector<Result> launch_2_args_tracked(const Context& c) {
   CUdeviceptr raw_pointer = s.buffer.device_pointer();
   int n = 0;
   void* params[] = {&raw_pointer, &n};
-  auto samples = time_host(
-      s.plan(c),
-      [&](int ops) {
-        for (int i = 0; i < ops; ++i) launch(stream, kernel, one_thread, buffer, 0);
-      },
-      [&](int ops) {
-        for (int i = 0; i < ops; ++i) s.raw_launch(f, params);
-      });
+  auto samples = s.time(c, [&] { launch(stream, kernel, one_thread, buffer, 0); }, f, params);
   return {cost_result("launch, 2 args, tracked buffer", "launch", samples, launch_target)};
 }
 
@@ -144,15 +132,8 @@ std::vector<Result> launch_8_args(const Context& c) {
   float x = 1.0f, y = 2.0f;
   long long u = 3, v = 4;
   void* params[] = {&in, &out, &a, &b, &x, &y, &u, &v};
-  auto samples = time_host(
-      s.plan(c),
-      [&](int ops) {
-        for (int i = 0; i < ops; ++i)
-          launch(stream, kernel, one_thread, const_pointer, pointer, 1, 2, 1.0f, 2.0f, 3LL, 4LL);
-      },
-      [&](int ops) {
-        for (int i = 0; i < ops; ++i) s.raw_launch(f, params);
-      });
+  auto samples = s.time(
+      c, [&] { launch(stream, kernel, one_thread, const_pointer, pointer, 1, 2, 1.0f, 2.0f, 3LL, 4LL); }, f, params);
   return {cost_result("launch, 8 args", "launch", samples, launch_target)};
 }
 
@@ -171,15 +152,8 @@ std::vector<Result> launch_8_args_tracked(const Context& c) {
   float x = 1.0f, y = 2.0f;
   long long u = 3, v = 4;
   void* params[] = {&in, &out, &a, &b, &x, &y, &u, &v};
-  auto samples = time_host(
-      s.plan(c),
-      [&](int ops) {
-        for (int i = 0; i < ops; ++i)
-          launch(stream, kernel, one_thread, in_buffer, out_buffer, 1, 2, 1.0f, 2.0f, 3LL, 4LL);
-      },
-      [&](int ops) {
-        for (int i = 0; i < ops; ++i) s.raw_launch(f, params);
-      });
+  auto samples = s.time(
+      c, [&] { launch(stream, kernel, one_thread, in_buffer, out_buffer, 1, 2, 1.0f, 2.0f, 3LL, 4LL); }, f, params);
   return {cost_result("launch, 8 args, tracked buffers", "launch", samples, launch_target)};
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/result.hpp"
 #include "command.hpp"
 #include "cudakit/cudakit.hpp"
 
@@ -185,6 +186,7 @@ int doctor(bool perf) {
       auto perfs = doctor_perf_checks();
       std::stable_sort(perfs.begin(), perfs.end(), [](auto& a, auto& b) { return a.first < b.first; });
       if (!perfs.empty()) std::printf("\n  performance (cudakit beside the raw driver, same run):\n");
+      int perf_misses = 0;
       for (const auto& [order, fn] : perfs) {
         std::vector<PerfFigure> figures;
         try {
@@ -195,12 +197,19 @@ int doctor(bool perf) {
         }
         for (const auto& f : figures) {
           double ratio = f.raw > 0 ? f.cudakit / f.raw : 0;
-          bool miss = f.target_ratio > 0 && (f.lower_is_better ? ratio > f.target_ratio : ratio < f.target_ratio);
-          std::printf("    %-34s cudakit %10.3f %-6s raw %10.3f %-6s ratio %.3f%s\n", f.name.c_str(), f.cudakit,
-                      f.unit.c_str(), f.raw, f.unit.c_str(), ratio,
-                      f.target_ratio > 0 ? (miss ? "  MISS (see bench/results for the full run)" : "  ok") : "");
+          std::string note = bench::target_note(ratio, f.target_ratio,
+                                                f.lower_is_better ? bench::Better::lower : bench::Better::higher);
+          if (note.starts_with("MISS")) ++perf_misses;
+          std::printf("    %-34s cudakit %10.3f %-6s raw %10.3f %-6s ratio %.3f%s%s\n", f.name.c_str(), f.cudakit,
+                      f.unit.c_str(), f.raw, f.unit.c_str(), ratio, note.empty() ? "" : "  ", note.c_str());
         }
       }
+      // A short run (7 rounds) is noisier than `cudakit bench` (41); a miss here is
+      // shown and explained, and does not change the exit code.
+      if (perf_misses > 0)
+        std::printf("    %d figure%s missed %s target in this short run (not counted as a failed check; "
+                    "`cudakit bench` measures each fully)\n",
+                    perf_misses, perf_misses == 1 ? "" : "s", perf_misses == 1 ? "its" : "their");
     }
   }
   std::printf("\n%s: %d check%s failed\n", failed ? "FAILED" : "passed", failed, failed == 1 ? "" : "s");

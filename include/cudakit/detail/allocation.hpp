@@ -76,6 +76,10 @@ struct Allocation {
  private:
   Allocation() = default;
   ~Allocation();
+  // Allocation objects are made and dropped with every buffer: a small per-thread cache
+  // of their memory keeps the general-purpose allocator off that path (tracking.cpp).
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p, std::size_t size) noexcept;
   void use_slow(StreamRef stream, Access access);
   void destroy() noexcept;
 

@@ -137,6 +137,5 @@
   X(GraphAddEmptyNode, 10000, 10000)                               \
   X(GraphAddNode, 12020, 12020)                                    \
   X(GraphConditionalHandleCreate, 12030, 12030)                    \
-  X(UserObjectCreate, 11030, 11030)                                \
-  X(UserObjectRelease, 11030, 11030)                               \
-  X(GraphRetainUserObject, 11030, 11030)
+  X(GraphDestroyNode, 10000, 10000)                                \
+  X(GraphKernelNodeSetAttribute, 11000, 11000)

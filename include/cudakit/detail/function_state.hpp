@@ -40,6 +40,9 @@ struct FunctionState {
   /// What messages call the kernel: the name asked for ("fill_value<float>") with the
   /// driver's name where they differ.
   std::string label;
+  /// "kernel '<label>'", kept for the life of the process: a launch leaves it in its
+  /// stream's state, which may outlive this kernel's module (stream_state.hpp).
+  const char* launch_label = "kernel";
   ComputeCapability compute_capability;
 
   // Launch limits, read at lookup.

@@ -36,6 +36,12 @@ struct StreamState {
   // for that work waits on this event, since recording on a capturing stream would be
   // captured instead (DESIGN 6). Created at the stream's first capture.
   std::atomic<CUevent> capture_fence{nullptr};
+  // What cudakit last launched on this stream ("kernel 'saxpy'", "a graph executable"):
+  // a kernel that faults (a bad address) is reported by a later synchronize or query, and
+  // that error names it. A launch stores it with one relaxed store (no cost to measure);
+  // the string is never freed, so a module unloaded since cannot leave it dangling.
+  // Launches captured into a graph store it too (the stream then waits for no work of theirs).
+  std::atomic<const char*> last_launch{nullptr};
 
   StreamState() = default;
   StreamState(const StreamState&) = delete;
@@ -57,6 +63,12 @@ inline void tracker_retain(StreamState* s) noexcept {
 inline void tracker_release(StreamState* s) noexcept {
   s->tracker_refs.fetch_sub(1, std::memory_order_relaxed);
   release(s);
+}
+
+/// A stream's resource for an error its synchronize or query reports: it names the
+/// stream's last launch, if cudakit knows one (read only when the call failed).
+inline const char* last_launch_of(const StreamState* s) noexcept {
+  return s != nullptr ? s->last_launch.load(std::memory_order_relaxed) : nullptr;
 }
 
 /// The state of a stream cudakit did not create (a StreamRef built from a raw handle):

@@ -273,6 +273,7 @@ CUresult LaunchHostFunc(CUstream s, CUhostFn fn, void* data) {
     if (capture_operation(s, CU_GRAPH_NODE_TYPE_HOST, "cuLaunchHostFunc", replay, &captured)) return captured;
     D().tick(s);
   }
+  if (defer_host_function_behind_replays(fn, data)) return CUDA_SUCCESS;
   fn(data);  // synchronous stream: the callback runs now, outside the fake's lock
   return CUDA_SUCCESS;
 }

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -257,13 +258,20 @@ CUfunction make_kernel(std::vector<std::size_t> parameter_sizes, std::function<v
 /// From a fake kernel's body: an access to device memory by the kernel, for the ordering
 /// model (on the stream the replay runs on).
 void kernel_access(std::uintptr_t begin, std::size_t bytes, bool write, const char* what);
+/// A kernel node's attribute as set with cuGraphKernelNodeSetAttribute (none if unset).
+std::optional<CUlaunchAttributeValue> kernel_node_attribute(CUgraphNode node, CUlaunchAttributeID id);
+/// The nodes of a graph, as the fake holds them.
+std::size_t node_count(CUgraph graph);
 /// From a fake kernel's body: what cudaGraphSetConditional does on the device.
 void set_conditional(CUgraphConditionalHandle handle, unsigned value);
-/// While on, graph launches are queued instead of run: "replays still in flight". The
-/// user objects of a destroyed executable are released only when its queued replays ran.
+/// While on, graph launches are queued instead of run: "replays still in flight". A host
+/// function submitted to any stream meanwhile runs after them (run_pending_replays): the
+/// fake does not model which stream waits for which, so it orders it after every replay.
 void defer_graph_replays(bool on);
-/// Runs the queued replays, in launch order.
+/// Runs the queued replays, in launch order, then the host functions queued behind them.
 void run_pending_replays();
 std::size_t pending_replays();
+/// Internal (cuLaunchHostFunc): queues the function behind the replays in flight, if any.
+bool defer_host_function_behind_replays(CUhostFn fn, void* data);
 
 }  // namespace cudakit::fake

@@ -54,6 +54,7 @@ struct Node {
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, shared = 0;
   std::vector<std::vector<unsigned char>> params;
   std::vector<void*> param_pointers;
+  std::map<int, CUlaunchAttributeValue> attributes;  // cuGraphKernelNodeSetAttribute
   // host nodes
   CUhostFn host_fn = nullptr;
   void* host_data = nullptr;
@@ -132,6 +133,7 @@ struct Area {
   std::map<CUfunction, Kernel> kernels;
   bool defer = false;
   std::vector<std::pair<CUgraphExec, CUstream>> pending;
+  std::vector<std::pair<CUhostFn, void*>> pending_host_functions;  // submitted while replays were in flight
   std::vector<std::pair<CUhostFn, void*>> destructors_to_run;  // run outside the lock
 
   ~Area() {
@@ -629,6 +631,40 @@ CUresult GraphKernelNodeSetParams(CUgraphNode node, const CUDA_KERNEL_NODE_PARAM
   return CUDA_SUCCESS;
 }
 
+// The attributes the driver documents as "valid for graph nodes" that cudakit sets.
+CUresult GraphKernelNodeSetAttribute(CUgraphNode node, CUkernelNodeAttrID id, const CUkernelNodeAttrValue* value) {
+  std::lock_guard l(D().mutex);
+  auto it = A().nodes.find(node);
+  if (!value || it == A().nodes.end() || it->second.type != CU_GRAPH_NODE_TYPE_KERNEL) return CUDA_ERROR_INVALID_VALUE;
+  switch (id) {
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+    case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+      it->second.attributes[id] = *value;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;  // e.g. programmatic stream serialization: "valid for launches" only
+  }
+}
+
+CUresult GraphDestroyNode(CUgraphNode node) {
+  std::lock_guard l(D().mutex);
+  auto it = A().nodes.find(node);
+  if (it == A().nodes.end()) return CUDA_ERROR_INVALID_VALUE;
+  auto git = A().graphs.find(it->second.graph);
+  if (git == A().graphs.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (!it->second.bodies.empty()) return CUDA_ERROR_NOT_SUPPORTED;  // not modelled: cudakit never destroys such nodes
+  auto& nodes = git->second.nodes;
+  nodes.erase(std::remove(nodes.begin(), nodes.end(), node), nodes.end());
+  for (CUgraphNode other : nodes) {
+    auto& deps = A().nodes[other].deps;
+    deps.erase(std::remove(deps.begin(), deps.end(), node), deps.end());
+  }
+  A().nodes.erase(it);
+  delete_handle(node);
+  return CUDA_SUCCESS;
+}
+
 CUresult GraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* p) {
   std::lock_guard l(D().mutex);
   auto eit = A().execs.find(e);
@@ -936,39 +972,6 @@ CUresult GraphDebugDotPrint(CUgraph g, const char* path, unsigned) {
   return CUDA_SUCCESS;
 }
 
-// ---- entries: user objects ----
-
-CUresult UserObjectCreate(CUuserObject* out, void* ptr, CUhostFn destroy, unsigned initial, unsigned flags) {
-  std::lock_guard l(D().mutex);
-  if (!out || !destroy || initial == 0 || flags != CU_USER_OBJECT_NO_DESTRUCTOR_SYNC) return CUDA_ERROR_INVALID_VALUE;
-  auto o = new_handle<CUuserObject>();
-  A().user_objects[o] = UserObject{ptr, destroy, initial};
-  D().created("user object", o);
-  *out = o;
-  return CUDA_SUCCESS;
-}
-
-CUresult UserObjectRelease(CUuserObject o, unsigned count) {
-  {
-    std::lock_guard l(D().mutex);
-    auto it = A().user_objects.find(o);
-    if (it == A().user_objects.end() || count == 0 || count > it->second.refs) return CUDA_ERROR_INVALID_VALUE;
-    release_user_object(o, count);
-  }
-  run_destructors();
-  return CUDA_SUCCESS;
-}
-
-CUresult GraphRetainUserObject(CUgraph g, CUuserObject o, unsigned count, unsigned flags) {
-  std::lock_guard l(D().mutex);
-  auto it = A().user_objects.find(o);
-  if (it == A().user_objects.end() || !A().graphs.count(g) || count == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (flags & ~unsigned(CU_GRAPH_USER_OBJECT_MOVE)) return CUDA_ERROR_INVALID_VALUE;
-  if ((flags & CU_GRAPH_USER_OBJECT_MOVE) == 0) it->second.refs += count;  // new references; MOVE takes the caller's
-  A().graphs[g].user_refs[o] += count;
-  return CUDA_SUCCESS;
-}
-
 }  // namespace
 
 // ---- for the other area files ----
@@ -1090,6 +1093,21 @@ void kernel_access(std::uintptr_t begin, std::size_t bytes, bool write, const ch
   D().access(tl_replay_stream, begin, bytes, write, what);
 }
 
+std::optional<CUlaunchAttributeValue> kernel_node_attribute(CUgraphNode node, CUlaunchAttributeID id) {
+  std::lock_guard l(D().mutex);
+  auto it = A().nodes.find(node);
+  if (it == A().nodes.end()) return std::nullopt;
+  auto a = it->second.attributes.find(id);
+  if (a == it->second.attributes.end()) return std::nullopt;
+  return a->second;
+}
+
+std::size_t node_count(CUgraph graph) {
+  std::lock_guard l(D().mutex);
+  auto it = A().graphs.find(graph);
+  return it == A().graphs.end() ? 0 : it->second.nodes.size();
+}
+
 void set_conditional(CUgraphConditionalHandle handle, unsigned value) {
   std::lock_guard l(D().mutex);
   A().conditions[handle].value = value;
@@ -1110,13 +1128,26 @@ void run_pending_replays() {
     std::pair<CUgraphExec, CUstream> next;
     {
       std::lock_guard l(D().mutex);
-      if (A().pending.empty()) return;
+      if (A().pending.empty()) break;
       next = A().pending.front();
       A().pending.erase(A().pending.begin());
     }
     launch_now(next.first, next.second);
     finish_replay(next.first);
   }
+  std::vector<std::pair<CUhostFn, void*>> host;
+  {
+    std::lock_guard l(D().mutex);
+    host.swap(A().pending_host_functions);
+  }
+  for (auto [fn, data] : host) fn(data);
+}
+
+bool defer_host_function_behind_replays(CUhostFn fn, void* data) {
+  std::lock_guard l(D().mutex);
+  if (!g_area || !A().defer || A().pending.empty()) return false;
+  A().pending_host_functions.push_back({fn, data});
+  return true;
 }
 
 void register_graphs(Driver& d) {
@@ -1141,6 +1172,8 @@ void register_graphs(Driver& d) {
   d.implement<E::GraphExecUpdate>(&GraphExecUpdate);
   d.implement<E::GraphKernelNodeGetParams>(&GraphKernelNodeGetParams);
   d.implement<E::GraphKernelNodeSetParams>(&GraphKernelNodeSetParams);
+  d.implement<E::GraphKernelNodeSetAttribute>(&GraphKernelNodeSetAttribute);
+  d.implement<E::GraphDestroyNode>(&GraphDestroyNode);
   d.implement<E::GraphExecKernelNodeSetParams>(&GraphExecKernelNodeSetParams);
   d.implement<E::GraphDebugDotPrint>(&GraphDebugDotPrint);
   d.implement<E::GraphAddKernelNode>(&GraphAddKernelNode);
@@ -1153,9 +1186,6 @@ void register_graphs(Driver& d) {
   d.implement<E::GraphAddEmptyNode>(&GraphAddEmptyNode);
   d.implement<E::GraphAddNode>(&GraphAddNode);
   d.implement<E::GraphConditionalHandleCreate>(&GraphConditionalHandleCreate);
-  d.implement<E::UserObjectCreate>(&UserObjectCreate);
-  d.implement<E::UserObjectRelease>(&UserObjectRelease);
-  d.implement<E::GraphRetainUserObject>(&GraphRetainUserObject);
 }
 
 }  // namespace cudakit::fake

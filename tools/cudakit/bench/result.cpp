@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <utility>
 
@@ -23,6 +24,22 @@ Verdict judge(const Result& result) {
     v.met = result.better == Better::lower ? v.ratio <= result.target_ratio : v.ratio >= result.target_ratio;
   v.missed = !result.error.empty() || (v.judged && !v.met);
   return v;
+}
+
+std::string target_note(double ratio, double target_ratio, Better better) {
+  if (!(target_ratio > 0)) return "";
+  if (!(ratio > 0) || !std::isfinite(ratio)) return "MISS: no ratio";
+  const bool lower = better == Better::lower;
+  if (lower ? ratio <= target_ratio : ratio >= target_ratio) return "ok";
+  // Relative to the target, so that 1.053 against 1.05 reads as the 0.3% it is.
+  const double percent = std::abs(ratio / target_ratio - 1) * 100;
+  char amount[32];
+  if (percent < 0.05) std::snprintf(amount, sizeof amount, "less than 0.1%%");
+  else std::snprintf(amount, sizeof amount, "%.1f%%", percent);
+  char text[96];
+  std::snprintf(text, sizeof text, "MISS: %s %s the target (ratio at %s %.3f)", amount, lower ? "over" : "under",
+                lower ? "most" : "least", target_ratio);
+  return text;
 }
 
 namespace {

@@ -48,6 +48,12 @@ struct Verdict {
 
 Verdict judge(const Result& result);
 
+/// A ratio against its target in words: "" without a target (`target_ratio` <= 0), "ok"
+/// when met, otherwise how far it missed, relative to the target, e.g. "MISS: 0.3% over
+/// the target (ratio at most 1.050)" or "MISS: 1.2% under the target (ratio at least
+/// 0.980)"; "MISS: no ratio" when `ratio` is not a positive finite number.
+std::string target_note(double ratio, double target_ratio, Better better);
+
 /// A cost result in microseconds per operation (lower is better), from seconds per
 /// operation as time_host and time_device give them.
 Result cost_result(std::string name, std::string group, const PairedSamples& seconds_per_op, double target_ratio);
