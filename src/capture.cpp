@@ -81,7 +81,7 @@ void count_capture(CaptureMode mode, int delta) {
 void record_fence(StreamState* s) {
   CUevent fence = s->capture_fence.load(std::memory_order_acquire);
   if (fence == nullptr) {
-    CaptureTolerantScope tolerant;
+    CaptureTolerantScope tolerant(s->device);
     CUevent made = acquire_pooled_event(s->device);
     if (s->capture_fence.compare_exchange_strong(fence, made, std::memory_order_acq_rel)) fence = made;
     else release_pooled_event(s->device, made);
@@ -136,15 +136,15 @@ void refuse_submission_from_other_thread(StreamState* state, const char* what) {
                      "capturing thread, or to another stream");
 }
 
-CaptureTolerantScope::CaptureTolerantScope() noexcept {
+CaptureTolerantScope::CaptureTolerantScope(int device) {
   if (active_captures.load(std::memory_order_relaxed) == 0) return;
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  try {
-    if (cu.ThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS) {
-      previous_ = mode;
-      exchanged_ = true;
-    }
-  } catch (...) {
+  CUresult r = cu.ThreadExchangeStreamCaptureMode(&mode);
+  if (r == CUDA_SUCCESS) {
+    previous_ = mode;
+    exchanged_ = true;
+  } else if (is_sticky(r)) {
+    check(r, "cuThreadExchangeStreamCaptureMode", device >= 0 ? Resource::of_device(device) : Resource::none());
   }
 }
 
@@ -329,6 +329,17 @@ CUgraph Capture::finish(bool throwing) {
   CUresult r = CUDA_SUCCESS;
   try {
     r = cu.StreamEndCapture(origin->handle, &graph);
+    if (r != CUDA_SUCCESS && !is_sticky(r)) {
+      // A capture never leaves a stream capturing (issue 5): the driver ends the capture
+      // when it reports an invalidated or unjoined one, but an end that failed for
+      // another reason may have left the stream in capture mode. Ask, and end it again
+      // (that graph is dropped; the first failure is the one reported).
+      CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+      if (cu.StreamIsCapturing(origin->handle, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE) {
+        CUgraph again = nullptr;
+        if (cu.StreamEndCapture(origin->handle, &again) == CUDA_SUCCESS && again != nullptr) cu.GraphDestroy(again);
+      }
+    }
   } catch (...) {
     r = CUDA_ERROR_UNKNOWN;
   }

@@ -61,6 +61,7 @@ const char* kind_name(ResourceKind kind) {
     case ResourceKind::program: return "program";
     case ResourceKind::graph: return "graph";
     case ResourceKind::graph_exec: return "graph executable";
+    case ResourceKind::graph_node: return "graph node";
   }
   return "resource";
 }

@@ -114,7 +114,7 @@ CUevent acquire_pooled_event(int device) {
       return e;
     }
   }
-  CaptureTolerantScope tolerant;  // the pool may grow inside a capture (DESIGN 6)
+  CaptureTolerantScope tolerant(device);  // the pool may grow inside a capture (DESIGN 6)
   return create_event(ContextRef(library_context(device), device), CU_EVENT_DISABLE_TIMING);
 }
 

@@ -62,8 +62,10 @@ void detail::check_raw_arguments(CUfunction function, int device, const std::siz
 
 CUgraphNodeType GraphNode::type() const {
   if (handle_ == nullptr) detail::throw_empty_handle("GraphNode");
+  Resource res = Resource::of(ResourceKind::graph_node, handle_, device_);
+  check_not_poisoned("cuGraphNodeGetType", res);
   CUgraphNodeType t = CU_GRAPH_NODE_TYPE_EMPTY;
-  check(cu.GraphNodeGetType(handle_, &t), "cuGraphNodeGetType", Resource::none());
+  check(cu.GraphNodeGetType(handle_, &t), "cuGraphNodeGetType", res);
   return t;
 }
 
@@ -92,7 +94,7 @@ std::vector<GraphNode> GraphRef::nodes() const {
   if (n != 0) check(cu.GraphGetNodes(handle_, raw.data(), &n), "cuGraphGetNodes", graph_resource(handle_, device_));
   std::vector<GraphNode> out;
   out.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) out.emplace_back(raw[i]);
+  for (std::size_t i = 0; i < n; ++i) out.emplace_back(raw[i], device_);
   return out;
 }
 
@@ -139,7 +141,7 @@ GraphNode GraphRef::add_empty(const Dependencies& after) const {
   CUgraphNode node = nullptr;
   check(cu.GraphAddEmptyNode(&node, handle_, after.data(), after.size()), "cuGraphAddEmptyNode",
         graph_resource(handle_, device_));
-  return GraphNode(node);
+  return GraphNode(node, device_);
 }
 
 GraphNode GraphRef::add_kernel_node(const Function* function, CUfunction raw, const LaunchConfig& config,
@@ -185,7 +187,7 @@ GraphNode GraphRef::add_kernel_node(const Function* function, CUfunction raw, co
   CUgraphNode node = nullptr;
   check(cu.GraphAddKernelNode(&node, handle_, after.data(), after.size(), &p), "cuGraphAddKernelNode", res);
   if (config.has_attributes()) set_kernel_node_attributes(node, config);
-  return GraphNode(node);
+  return GraphNode(node, device_);
 }
 
 // Clusters, cooperative launches and priorities are attributes of the node (the driver
@@ -283,7 +285,7 @@ GraphNode GraphRef::add_copy_node(CUdeviceptr destination, detail::Allocation* d
   p.Depth = 1;
   CUgraphNode node = nullptr;
   check(cu.GraphAddMemcpyNode(&node, handle_, after.data(), after.size(), &p, ctx), "cuGraphAddMemcpyNode", res);
-  return GraphNode(node);
+  return GraphNode(node, device_);
 }
 
 GraphNode GraphRef::add_fill_node(CUdeviceptr destination, detail::Allocation* allocation, unsigned value,
@@ -303,7 +305,7 @@ GraphNode GraphRef::add_fill_node(CUdeviceptr destination, detail::Allocation* a
   p.height = 1;
   CUgraphNode node = nullptr;
   check(cu.GraphAddMemsetNode(&node, handle_, after.data(), after.size(), &p, ctx), "cuGraphAddMemsetNode", res);
-  return GraphNode(node);
+  return GraphNode(node, device_);
 }
 
 GraphNode GraphRef::add_host_node(std::unique_ptr<detail::HostCallback> callback, const Dependencies& after) const {
@@ -319,7 +321,7 @@ GraphNode GraphRef::add_host_node(std::unique_ptr<detail::HostCallback> callback
   p.userData = owned;
   CUgraphNode node = nullptr;
   check(cu.GraphAddHostNode(&node, handle_, after.data(), after.size(), &p), "cuGraphAddHostNode", res);
-  return GraphNode(node);
+  return GraphNode(node, device_);
 }
 
 GraphNode GraphRef::add_event_record(EventRef event, const Dependencies& after) const {
@@ -330,7 +332,7 @@ GraphNode GraphRef::add_event_record(EventRef event, const Dependencies& after) 
   CUgraphNode node = nullptr;
   check(cu.GraphAddEventRecordNode(&node, handle_, after.data(), after.size(), event.handle()),
         "cuGraphAddEventRecordNode", graph_resource(handle_, device_));
-  return GraphNode(node);
+  return GraphNode(node, device_);
 }
 
 GraphNode GraphRef::add_event_wait(EventRef event, const Dependencies& after) const {
@@ -341,7 +343,7 @@ GraphNode GraphRef::add_event_wait(EventRef event, const Dependencies& after) co
   CUgraphNode node = nullptr;
   check(cu.GraphAddEventWaitNode(&node, handle_, after.data(), after.size(), event.handle()),
         "cuGraphAddEventWaitNode", graph_resource(handle_, device_));
-  return GraphNode(node);
+  return GraphNode(node, device_);
 }
 
 GraphNode GraphRef::add_child(const GraphRef& child, const Dependencies& after) const {
@@ -354,7 +356,7 @@ GraphNode GraphRef::add_child(const GraphRef& child, const Dependencies& after) 
   CUgraphNode node = nullptr;
   check(cu.GraphAddChildGraphNode(&node, handle_, after.data(), after.size(), child.handle_),
         "cuGraphAddChildGraphNode", graph_resource(handle_, device_));
-  return GraphNode(node);
+  return GraphNode(node, device_);
 }
 
 // ---- conditional nodes ----
@@ -386,7 +388,7 @@ ConditionalNode GraphRef::add_conditional(ConditionalHandle condition, CUgraphCo
   check(cu.GraphAddNode(&node, handle_, after.data(), after.size(), &p), "cuGraphAddNode",
         graph_resource(handle_, device_));
   ConditionalNode out;
-  out.node = GraphNode(node);
+  out.node = GraphNode(node, device_);
   // The bodies belong to the node; what they touch is kept alive with this graph's.
   out.body = GraphRef(p.conditional.phGraph_out[0], device_, resources_, true);
   if (bodies == 2) out.else_body = GraphRef(p.conditional.phGraph_out[1], device_, resources_, true);

@@ -147,8 +147,10 @@ void CUDA_CB release_when_done(void* resources) {
 }
 
 void release_after_last_launch(detail::GraphResources* own, detail::StreamState* last, int device) noexcept {
-  if (last == nullptr || !last->alive.load(std::memory_order_acquire)) {
-    own->release();  // never launched, or its stream finished (a dead stream's work completed)
+  if (last == nullptr || !last->alive.load(std::memory_order_acquire) || detail::poison_of(device) != nullptr) {
+    // Never launched, or its stream finished (a dead stream's work completed), or the
+    // context is dead (nothing runs any more): nothing to wait for.
+    own->release();
     return;
   }
   try {
@@ -156,12 +158,30 @@ void release_after_last_launch(detail::GraphResources* own, detail::StreamState*
     detail::wait_for_stream_work(service, device, last);
     check(cu.LaunchHostFunc(service, &release_when_done, own), "cuLaunchHostFunc",
           Resource::of(ResourceKind::stream, service, device));
+    return;
+  } catch (const DriverError& e) {
+    park_error({e.code(), "~GraphExec", std::string("could not queue the release of a graph's buffers after the "
+                                                    "executable's last launch: ") + e.what()});
   } catch (const std::exception& e) {
-    park_error({CUDA_SUCCESS, "~GraphExec",
-                std::string("could not order the release of a graph's buffers after the executable's last "
-                            "launch; they leak: ") +
-                    e.what()});
+    park_error({CUDA_SUCCESS, "~GraphExec", std::string("could not queue the release of a graph's buffers after the "
+                                                        "executable's last launch: ") + e.what()});
   }
+  // The fallback: wait here for the last launch stream, then let go. If even that fails
+  // on a live context, the buffers are kept (a leak rather than a use after free).
+  // (Not while this thread captures: the synchronize would invalidate that capture.)
+  CUresult r = CUDA_ERROR_UNKNOWN;
+  if (!detail::unsafe_calls_would_invalidate_a_capture()) {
+    try {
+      r = cu.StreamSynchronize(last->handle);
+    } catch (...) {
+    }
+  }
+  if (r == CUDA_SUCCESS || detail::poison_of(device) != nullptr) {
+    own->release();
+    return;
+  }
+  park_driver_error(r, "cuStreamSynchronize", Resource::of(ResourceKind::stream, last->handle, device),
+                    "~GraphExec (its buffers are kept: their last launch could not be waited for)");
 }
 
 }  // namespace

@@ -102,7 +102,7 @@ void configure_default_pool(int device) {
     return;
   std::lock_guard lock(configure_mutex);
   if (pool_configured[device].load(std::memory_order_relaxed)) return;
-  detail::CaptureTolerantScope tolerant;  // beside a capture: relaxed mode leaves it valid (DESIGN 6)
+  detail::CaptureTolerantScope tolerant(device);  // beside a capture: relaxed mode leaves it valid (DESIGN 6)
 
   Device dev = Device::get(device);
   if (dev.supports_memory_pools()) {

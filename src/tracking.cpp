@@ -211,6 +211,18 @@ void Allocation::synchronize_users() const {
   }
 }
 
+namespace {
+// cuCtxSynchronize on the device's library context: true when it succeeded.
+bool context_finished_its_work(int device) noexcept {
+  try {
+    ContextRef(library_context(device), device).make_current();
+    return cu.CtxSynchronize() == CUDA_SUCCESS;
+  } catch (...) {
+    return false;
+  }
+}
+}  // namespace
+
 void Allocation::destroy() noexcept {
   // A free now could invalidate this thread's capture (cuMemFree is unsafe during one):
   // free at the next safe point instead (Note [Capture and unsafe calls]).
@@ -282,7 +294,12 @@ void Allocation::destroy() noexcept {
         check(cu.StreamSynchronize(stream), "cuStreamSynchronize", res);
     } catch (const DriverError& e) {
       park_error({e.code(), origin, e.what()});
-      if (poison_of(device) == nullptr) {
+      // On a live context, one more way to know that nothing uses the memory any more:
+      // the whole context finished its work. Only if that fails too is the memory kept.
+      if (poison_of(device) == nullptr && !context_finished_its_work(device)) {
+        park_error({e.code(), origin,
+                    "the memory at " + describe(res) + " is kept (a leak): the work that used it could not be "
+                    "waited for, and freeing it now could pull it from under that work"});
         delete this;
         return;
       }

@@ -45,6 +45,7 @@ enum class ResourceKind : std::uint8_t {
   program,
   graph,
   graph_exec,
+  graph_node,
 };
 
 /// Names the object a call was about. Formatted into words only on failure.

@@ -66,18 +66,20 @@ class GraphNode {
  public:
   /// An empty node handle.
   GraphNode() = default;
-  /// Wraps a raw node handle (nothing is checked).
-  explicit GraphNode(CUgraphNode handle) noexcept : handle_(handle) {}
+  /// Wraps a raw node handle (nothing is checked); `device` is the ordinal of its graph's
+  /// device, named in errors and checked for poisoning (-1: unknown).
+  explicit GraphNode(CUgraphNode handle, int device = -1) noexcept : handle_(handle), device_(device) {}
   /// The driver's handle (null when empty), and whether there is one.
   CUgraphNode handle() const noexcept { return handle_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
-  /// The node's type (cuGraphNodeGetType).
+  /// The node's type (cuGraphNodeGetType). Throws EmptyHandle, ContextPoisoned, DriverError.
   CUgraphNodeType type() const;
   /// Same handle.
   friend bool operator==(const GraphNode& a, const GraphNode& b) noexcept { return a.handle_ == b.handle_; }
 
  private:
   CUgraphNode handle_ = nullptr;
+  int device_ = -1;
 };
 
 /// The nodes a new node depends on: `{}` (none), `{a, b}`, or a vector.
@@ -298,8 +300,8 @@ struct ConditionalNode {
   GraphRef else_body;  ///< add_if_else only: runs when the condition is zero
 };
 
-/// Owns a graph (cuGraphCreate or a capture) and, through a user object, what its nodes
-/// keep alive (see above). Move-only; the GraphRef calls work on it directly.
+/// Owns a graph (cuGraphCreate or a capture) and what its nodes keep alive (see above;
+/// executables made from it hold that too, until their last launch completed). Move-only; the GraphRef calls work on it directly.
 class Graph : public GraphRef {
  public:
   /// An empty graph on `device`, to build node by node. Throws DriverError.

@@ -73,7 +73,10 @@
 // - An operation that deliberately recovers from a failed call (a fallback) lists that
 //   entry in its third field: {"name", fn, {EntryId::MemAllocAsync}}.
 // - An operation that needs two devices (peer access) says so in its fourth field:
-//   {"name", fn, {}, 2}; s.device(1), s.stream() on device 0 only.
+//   {"name", fn, {}, 2}; s.device(1), s.stream() on device 0 only. Such an operation gets
+//   no sticky codes and no poisoned pass: the fake's sticky error fails every call of the
+//   process, where a real one kills one context, so it would fail device 1's calls as no
+//   driver does. (Sticky errors are swept on every one-device operation.)
 // - CUDAKIT_SWEEP_VERBOSE=1 prints every case as it runs.
 // - A new release entry (a destroy/free/unload called from destructors) is already in
 //   release_entries() below if it is in driver_entries.hpp; check the list when adding one.

@@ -94,9 +94,8 @@ TEST_F(PoisonScenarioTest, TheFaultNamesTheKernelAndEveryLaterCallFailsBeforeThe
     Event e(d);
     DeviceBuffer<float> x = upload(s, hx), y = upload(s, hy);
     PinnedBuffer<float> pinned(n, zeroed);
-    // A graph made before the fault, instantiated after it. It holds no buffer or module
-    // (a captured one would keep them through its user object, which a driver that refuses
-    // to destroy the graph never releases: not cudakit's leak, but it blurs the count below).
+    // A graph made before the fault, instantiated after it. It holds no buffer or module,
+    // so that the count below is only of handles.
     launch(other, fill_k, LaunchConfig{grid_for(n, 256), 256}, y, 1.0f, n);
     Graph g(d);
     (void)g.add_empty();

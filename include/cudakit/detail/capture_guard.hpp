@@ -71,9 +71,14 @@ inline void note_launch(StreamRef stream, const Function& function) {
 /// set-up that may first run inside a capture: creating pooled events, the service
 /// stream, retaining the primary context, loading a module. Never wrap work submitted to
 /// a capturing stream: relaxed mode only lets calls that are not stream-ordered through.
+///
+/// If the driver refuses the mode change, the work runs in the thread's own mode (a call
+/// that mode forbids then invalidates the capture, which its end reports); a sticky error
+/// is thrown instead (DriverError, poisoning `device` when one is given), since nothing
+/// after it can work.
 class CaptureTolerantScope {
  public:
-  CaptureTolerantScope() noexcept;
+  explicit CaptureTolerantScope(int device = -1);
   ~CaptureTolerantScope();
   CaptureTolerantScope(const CaptureTolerantScope&) = delete;
   CaptureTolerantScope& operator=(const CaptureTolerantScope&) = delete;

@@ -17,7 +17,19 @@ Driver* g_current = nullptr;
 // driver does after an illegal address or a failed launch.
 CUresult g_sticky = CUDA_SUCCESS;
 
+bool intercept_locked(EntryId id, CUresult* out, bool* became_sticky);
+
+// A sticky error kills the context on a real driver, and every capture with it: the
+// streams are no longer capturing. (The fake keeps its other state, so that the tests
+// can look at it after clearing the sticky error.)
 bool intercept(EntryId id, CUresult* out) {
+  bool became_sticky = false;
+  bool failed = intercept_locked(id, out, &became_sticky);
+  if (became_sticky) end_every_capture();
+  return failed;
+}
+
+bool intercept_locked(EntryId id, CUresult* out, bool* became_sticky) {
   Driver& d = Driver::current();
   std::lock_guard lock(d.mutex);
   std::size_t i = static_cast<std::size_t>(id);
@@ -37,7 +49,10 @@ bool intercept(EntryId id, CUresult* out) {
   for (const Fault& f : d.faults) {
     if (f.entry == id && (f.nth == 0 || f.nth == n)) {
       *out = f.code;
-      if (cudakit::is_sticky(f.code)) g_sticky = f.code;
+      if (cudakit::is_sticky(f.code)) {
+        g_sticky = f.code;
+        *became_sticky = true;
+      }
       d.failed_calls.emplace_back(id, f.code);
       return true;
     }

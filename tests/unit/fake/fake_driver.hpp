@@ -271,6 +271,9 @@ void defer_graph_replays(bool on);
 /// Runs the queued replays, in launch order, then the host functions queued behind them.
 void run_pending_replays();
 std::size_t pending_replays();
+/// Internal (a sticky error): the context is gone, and with it every capture in progress;
+/// their streams leave capture mode and the partial graphs go.
+void end_every_capture();
 /// Internal (cuLaunchHostFunc): queues the function behind the replays in flight, if any.
 bool defer_host_function_behind_replays(CUhostFn fn, void* data);
 

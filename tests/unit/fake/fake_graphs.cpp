@@ -1143,6 +1143,16 @@ void run_pending_replays() {
   for (auto [fn, data] : host) fn(data);
 }
 
+void end_every_capture() {
+  std::lock_guard l(D().mutex);
+  if (!g_area) return;
+  for (auto& [id, c] : A().captures) {
+    leave_capture(c.get());
+    destroy_graph(c->graph);
+  }
+  A().captures.clear();
+}
+
 bool defer_host_function_behind_replays(CUhostFn fn, void* data) {
   std::lock_guard l(D().mutex);
   if (!g_area || !A().defer || A().pending.empty()) return false;
