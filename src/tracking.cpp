@@ -1,4 +1,5 @@
 // Cross-stream ordering of allocations (DESIGN 5) and their stream-ordered frees.
+#include <optional>
 #include <string>
 
 #include "cudakit/detail/allocation.hpp"
@@ -138,7 +139,8 @@ void Allocation::synchronize_users() const {
   // A stream state stays valid while the tracker names it; the caller is the one thread
   // mutating this allocation (like a standard container), so no one drops it meanwhile.
   for (StreamState* u : users) {
-    if (!alive(u)) continue;
+    PinnedStream pinned(u);  // its owner may destroy it meanwhile
+    if (!pinned) continue;
     // A capturing stream's live work is what came before its capture: its capture fence
     // (synchronizing the stream itself would be refused and invalidate the capture).
     if (u->capture.load(std::memory_order_acquire) != nullptr) {
@@ -176,9 +178,16 @@ void Allocation::destroy() noexcept {
       if (last_writer_ != nullptr) users.push_back(last_writer_);
       users.insert(users.end(), readers_.begin(), readers_.end());
     }
+    // The stream freed on is pinned until the free is submitted: it may belong to another
+    // thread, which may destroy it at any moment (this free may run on any thread, e.g.
+    // a graph's deferred release). Its owner then waits for the pin.
+    std::optional<PinnedStream> on_pinned;
     for (StreamState* u : users)
-      if (alive(u) && u->capture.load(std::memory_order_acquire) == nullptr) {
+      if (u->capture.load(std::memory_order_acquire) == nullptr) {
+        PinnedStream p(u);
+        if (!p) continue;
         on = u;
+        on_pinned.emplace(std::move(p));
         break;
       }
     CUstream stream = on != nullptr ? on->handle : service_stream(device);
