@@ -52,7 +52,8 @@ std::string compare(const std::vector<float>& got, const std::vector<float>& wan
   if (got.size() != want.size()) return what + ": " + std::to_string(got.size()) + " elements";
   for (std::size_t i = 0; i < got.size(); ++i)
     if (!(got[i] == want[i]))
-      return what + " at " + std::to_string(i) + ": " + std::to_string(got[i]) + " instead of " + std::to_string(want[i]);
+      return what + " at " + std::to_string(i) + ": " + std::to_string(got[i]) + " instead of " +
+             std::to_string(want[i]);
   return {};
 }
 
@@ -102,7 +103,8 @@ class StressDeviceTest : public testing::GpuTest {
         }
       });
     for (auto& th : pool) th.join();
-    for (int t = 0; t < thread_count; ++t) EXPECT_EQ(errors[static_cast<std::size_t>(t)], "") << "thread " << t << ", seed " << seed_;
+    for (int t = 0; t < thread_count; ++t)
+      EXPECT_EQ(errors[static_cast<std::size_t>(t)], "") << "thread " << t << ", seed " << seed_;
   }
 
   static LaunchConfig cover(int n) { return LaunchConfig{grid_for(n, 256), 256}; }
