@@ -244,7 +244,8 @@ void after_event_wait(StreamRef stream, StreamState* state) {
 }
 
 void wait_for_stream_work(CUstream to, int, StreamState* from) {
-  if (!from->alive.load(std::memory_order_acquire)) return;  // a dead stream's work completed
+  PinnedStream pinned(from);  // another thread may own `from` and destroy it meanwhile
+  if (!pinned) return;        // a dead stream's work completed
   if (from->capture.load(std::memory_order_acquire) != nullptr) {
     CUevent fence = from->capture_fence.load(std::memory_order_acquire);
     if (fence == nullptr)

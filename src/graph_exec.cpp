@@ -147,7 +147,8 @@ void CUDA_CB release_when_done(void* resources) {
 }
 
 void release_after_last_launch(detail::GraphResources* own, detail::StreamState* last, int device) noexcept {
-  if (last == nullptr || !last->alive.load(std::memory_order_acquire) || detail::poison_of(device) != nullptr) {
+  detail::PinnedStream pinned(last);  // its owner may destroy it meanwhile
+  if (!pinned || detail::poison_of(device) != nullptr) {
     // Never launched, or its stream finished (a dead stream's work completed), or the
     // context is dead (nothing runs any more): nothing to wait for.
     own->release();

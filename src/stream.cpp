@@ -2,6 +2,7 @@
 
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "cudakit/detail/capture_guard.hpp"
@@ -216,7 +217,12 @@ void Stream::reset() noexcept {
       park_error({CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "~Stream",
                   describe(stream_resource(ref.handle(), ref.device_ordinal())) +
                       " was destroyed while a capture it takes part in is in progress; that capture fails"});
-    if (state != nullptr) state->alive.store(false, std::memory_order_release);
+    if (state != nullptr) {
+      // Dead from now on; then wait for the threads that pinned the handle before they saw
+      // that (a buffer freed or ordered on another thread: detail::PinnedStream).
+      state->alive.store(false);
+      while (state->pins.load() != 0) std::this_thread::yield();
+    }
     detail::CaptureTolerantScope tolerant;  // destroying a stream beside a capture leaves it valid
     CUresult r = cu.StreamDestroy(ref.handle());
     if (r != CUDA_SUCCESS)

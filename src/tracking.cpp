@@ -1,5 +1,6 @@
 // Cross-stream ordering of allocations (DESIGN 5) and their stream-ordered frees.
 #include <new>
+#include <optional>
 #include <string>
 
 #include "cudakit/detail/allocation.hpp"
@@ -195,7 +196,8 @@ void Allocation::synchronize_users() const {
   // A stream state stays valid while the tracker names it; the caller is the one thread
   // mutating this allocation (like a standard container), so no one drops it meanwhile.
   for (StreamState* u : users) {
-    if (!alive(u)) continue;
+    PinnedStream pinned(u);  // its owner may destroy it meanwhile
+    if (!pinned) continue;
     // A capturing stream's live work is what came before its capture: its capture fence
     // (synchronizing the stream itself would be refused and invalidate the capture).
     if (u->capture.load(std::memory_order_acquire) != nullptr) {
@@ -251,9 +253,17 @@ void Allocation::destroy() noexcept {
       if (last_writer_ != nullptr) f(last_writer_);
       for (StreamState* r : readers_) f(r);
     };
+    // The stream freed on is pinned until the free is submitted: it may belong to another
+    // thread, which may destroy it at any moment (this free may run on any thread, e.g.
+    // a graph's deferred release). Its owner then waits for the pin.
     StreamState* on = nullptr;
+    std::optional<PinnedStream> on_pinned;
     for_each_user([&](StreamState* u) {
-      if (on == nullptr && alive(u) && u->capture.load(std::memory_order_acquire) == nullptr) on = u;
+      if (on != nullptr || u->capture.load(std::memory_order_acquire) != nullptr) return;
+      PinnedStream p(u);
+      if (!p) return;
+      on = u;
+      on_pinned.emplace(std::move(p));
     });
     // The device's service stream only where a stream is needed: a pool free is
     // stream-ordered, and other streams' work is waited for on it. Memory no live stream

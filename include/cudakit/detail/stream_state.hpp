@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <thread>
+#include <utility>
 
 namespace cudakit::detail {
 
@@ -22,6 +23,9 @@ struct StreamState {
   CUstream handle = nullptr;
   int device = -1;
   std::atomic<bool> alive{true};
+  // Threads other than the owner using the handle right now (PinnedStream): the owner's
+  // Stream::reset waits for them before destroying the handle.
+  std::atomic<std::int32_t> pins{0};
   // References: the owning Stream (if any) plus one per tracker slot naming this stream.
   std::atomic<std::int32_t> refs{1};
   std::atomic<std::int32_t> tracker_refs{0};
@@ -75,5 +79,35 @@ inline const char* last_launch_of(const StreamState* s) noexcept {
 /// found or made in a registry by handle. Such a state never learns that its stream
 /// died; using buffers on borrowed streams is the borrower's lifetime contract.
 StreamState* borrowed_stream_state(CUstream handle, int device);
+
+/// Keeps a stream's handle valid while a thread that does not own the stream makes a few
+/// driver calls on it: a buffer's free or cross-stream wait reaches streams that other
+/// threads own and may destroy at the same moment. Checking `alive` and then using the
+/// handle is not enough (the owner may destroy it in between: the handle is then invalid,
+/// or another stream's). False when the stream is dead or being destroyed: its owner
+/// synchronized it first (a tracker names it), so there is nothing left to wait for.
+/// Pinning never blocks; Stream::reset marks the stream dead, then waits for the pins.
+class PinnedStream {
+ public:
+  explicit PinnedStream(StreamState* s) noexcept : s_(s) {
+    if (s_ == nullptr) return;
+    s_->pins.fetch_add(1);  // sequentially consistent with reset()'s store to `alive`, then load of `pins`
+    if (!s_->alive.load()) {
+      s_->pins.fetch_sub(1);
+      s_ = nullptr;
+    }
+  }
+  ~PinnedStream() {
+    if (s_ != nullptr) s_->pins.fetch_sub(1, std::memory_order_release);
+  }
+  PinnedStream(PinnedStream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+  PinnedStream(const PinnedStream&) = delete;
+  PinnedStream& operator=(const PinnedStream&) = delete;
+  PinnedStream& operator=(PinnedStream&&) = delete;
+  explicit operator bool() const noexcept { return s_ != nullptr; }
+
+ private:
+  StreamState* s_;
+};
 
 }  // namespace cudakit::detail

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <type_traits>
 
 #include "cudakit/error.hpp"
@@ -239,6 +240,11 @@ void Driver::access(CUstream s, std::uintptr_t begin, std::size_t bytes, bool wr
     clock = &fs->clock;
   }
   std::uintptr_t end = begin + bytes;
+  // Use after free: the range overlaps freed memory that nothing has taken since.
+  auto after = freed.lower_bound(end);  // the first freed range starting at or past the end
+  if (after != freed.begin() && std::prev(after)->first + std::prev(after)->second > begin)
+    found_hazards.push_back({what + " (" + (write ? "write" : "read") + ") uses freed memory at " +
+                             hex(std::max(begin, std::prev(after)->first))});
   for (const Access& a : accesses) {
     if (a.end <= begin || end <= a.begin) continue;
     if (!a.write && !write) continue;
@@ -253,6 +259,14 @@ void Driver::access(CUstream s, std::uintptr_t begin, std::size_t bytes, bool wr
   std::uint64_t t = 0;
   if (auto it = clock->find(sid); it != clock->end()) t = it->second;
   accesses.push_back({begin, end, write, sid, t, what});
+}
+
+void Driver::forget_freed(std::uintptr_t begin, std::size_t bytes) {
+  std::lock_guard l(mutex);
+  std::uintptr_t end = begin + bytes;
+  auto it = freed.upper_bound(begin);
+  if (it != freed.begin() && std::prev(it)->first + std::prev(it)->second > begin) --it;
+  while (it != freed.end() && it->first < end) it = freed.erase(it);
 }
 
 const Allocation* Driver::allocation_of(std::uintptr_t ptr, std::uintptr_t* base) const {

@@ -190,6 +190,11 @@ class Driver {
   std::map<std::uintptr_t, Allocation> allocations;  // by base address
   std::vector<Access> accesses;
   std::vector<Hazard> found_hazards;
+  /// Memory freed and not handed out again (base -> bytes): an access to it is a use
+  /// after free, which access() reports as a hazard. Forgotten when the range (or part of
+  /// it) is allocated or registered again.
+  std::map<std::uintptr_t, std::size_t> freed;
+  void forget_freed(std::uintptr_t begin, std::size_t bytes);
   std::uint64_t next_stream_id = 1;
   std::map<int, int> primary_retains;  // device -> retain count
   CUcontext current_context = nullptr;  // per fake (tests are single-context per thread)

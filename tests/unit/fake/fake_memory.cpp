@@ -45,6 +45,7 @@ CUresult allocate(CUdeviceptr* out, size_t bytes, int device, bool async, bool p
   std::memset(p, 0xA5, bytes);  // poison: uninitialized memory is not zero
   auto base = reinterpret_cast<std::uintptr_t>(p);
   D().allocations[base] = Allocation{bytes, device, pinned, async};
+  D().forget_freed(base, bytes);
   D().created(pinned ? "pinned host memory" : "device memory", p);
   if (out) *out = static_cast<CUdeviceptr>(base);
   if (host_out) *host_out = p;
@@ -65,6 +66,7 @@ CUresult free_memory(std::uintptr_t base, bool pinned) {
             acc.end());
   ::operator delete(reinterpret_cast<void*>(base), std::align_val_t(256));
   D().allocations.erase(it);
+  D().freed[base] = bytes;  // a later access to it is a use after free
   return CUDA_SUCCESS;
 }
 
@@ -289,6 +291,7 @@ CUresult MemHostRegister(void* p, size_t bytes, unsigned flags) {
   for (auto& [base, a] : D().allocations)
     if (a.pinned_host && b < base + a.bytes && base < b + bytes) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
   D().host_registrations[b] = HostRegistration{bytes, flags};
+  D().forget_freed(b, bytes);  // the host may have reused freed memory
   D().created("host registration", p);
   return CUDA_SUCCESS;
 }
