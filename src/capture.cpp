@@ -14,6 +14,7 @@
 // on that stream's capture fence, recorded just before the stream entered the capture.
 #include "cudakit/capture.hpp"
 
+#include <exception>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -136,7 +137,7 @@ void refuse_submission_from_other_thread(StreamState* state, const char* what) {
                      "capturing thread, or to another stream");
 }
 
-CaptureTolerantScope::CaptureTolerantScope(int device) {
+CaptureTolerantScope::CaptureTolerantScope(int device) : device_(device) {
   if (active_captures.load(std::memory_order_relaxed) == 0) return;
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   CUresult r = cu.ThreadExchangeStreamCaptureMode(&mode);
@@ -151,10 +152,16 @@ CaptureTolerantScope::CaptureTolerantScope(int device) {
 CaptureTolerantScope::~CaptureTolerantScope() {
   if (!exchanged_) return;
   CUstreamCaptureMode mode = previous_;
+  CUresult r = CUDA_SUCCESS;
   try {
-    cu.ThreadExchangeStreamCaptureMode(&mode);
+    r = cu.ThreadExchangeStreamCaptureMode(&mode);
   } catch (...) {
   }
+  // Non-sticky: the thread stays relaxed, which only lets more calls through. Sticky: the
+  // context is dead; parked (and so poisoning the device for what follows).
+  if (is_sticky(r))
+    park_driver_error(r, "cuThreadExchangeStreamCaptureMode",
+                      device_ >= 0 ? Resource::of_device(device_) : Resource::none(), "capture mode restore");
 }
 
 // ---- the tracking hook (Note [Tracking inside a capture]) ----
@@ -319,11 +326,15 @@ CUgraph Capture::finish(bool throwing) {
 
   // Join every stream that joined the capture back into the origin (a fork left unjoined
   // fails the capture: STREAM_CAPTURE_UNJOINED).
+  // A join that failed is reported after the end (which must run in any case), even when
+  // the end succeeds (the user may have joined that stream already): a failed driver call
+  // is never swallowed.
+  std::exception_ptr failed_join;
   for (std::size_t i = 1; i < c->members.size(); ++i) {
     try {
       order_after(origin->handle, c->members[i]->handle, c->members[i]->device);
     } catch (...) {
-      // The end below reports what went wrong with the capture.
+      if (!failed_join) failed_join = std::current_exception();
     }
   }
   CUgraph graph = nullptr;
@@ -361,10 +372,22 @@ CUgraph Capture::finish(bool throwing) {
   for (StreamState* m : c->members) release(m);
   std::unique_ptr<CaptureState> owned(c);
 
-  if (r != CUDA_SUCCESS) {
+  if (r != CUDA_SUCCESS || failed_join) {
     if (graph != nullptr) cu.GraphDestroy(graph);
     c->resources->release();
     run_deferred_tasks_if_any();
+    if (failed_join) {  // the first failure: what went wrong at the end may follow from it
+      if (r != CUDA_SUCCESS && !is_capture_error(r)) park_driver_error(r, "cuStreamEndCapture", res, "~Capture");
+      if (throwing) std::rethrow_exception(failed_join);
+      try {
+        std::rethrow_exception(failed_join);
+      } catch (const DriverError& e) {
+        park_error({e.code(), "~Capture", e.what()});
+      } catch (const std::exception& e) {
+        park_error({CUDA_SUCCESS, "~Capture", e.what()});
+      }
+      return nullptr;
+    }
     if (throwing) check(r, "cuStreamEndCapture", res);
     if (!is_capture_error(r)) park_driver_error(r, "cuStreamEndCapture", res, "~Capture");
     return nullptr;

@@ -272,7 +272,9 @@ void run_case(const Operation& op, EntryId entry, int nth, CUresult code, const 
   } else if (first.kind == Outcome::poisoned) {
     // Only after a sticky failure of a release (parked in a destructor), when the
     // operation then went on on the poisoned device.
-    if (!(sticky && is_release(entry) && parked_has(parked, code, call)))
+    // Or after a sticky failure of a capture scope's mode restore (also a destructor's).
+    if (!(sticky && (is_release(entry) || entry == EntryId::ThreadExchangeStreamCaptureMode) &&
+          parked_has(parked, code, call)))
       fail("ContextPoisoned instead of the original error");
     else if (first.original_code != code || !names_call(first.original_call, call))
       fail("ContextPoisoned does not carry the original error");

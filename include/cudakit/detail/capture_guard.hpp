@@ -75,7 +75,8 @@ inline void note_launch(StreamRef stream, const Function& function) {
 /// If the driver refuses the mode change, the work runs in the thread's own mode (a call
 /// that mode forbids then invalidates the capture, which its end reports); a sticky error
 /// is thrown instead (DriverError, poisoning `device` when one is given), since nothing
-/// after it can work.
+/// after it can work. A sticky error restoring the mode at the end is parked (a
+/// destructor cannot throw), which poisons `device` for the calls after it.
 class CaptureTolerantScope {
  public:
   explicit CaptureTolerantScope(int device = -1);
@@ -86,6 +87,7 @@ class CaptureTolerantScope {
  private:
   bool exchanged_ = false;
   CUstreamCaptureMode previous_ = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  int device_ = -1;
 };
 
 }  // namespace cudakit::detail
