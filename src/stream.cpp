@@ -203,7 +203,7 @@ void Stream::reset() noexcept {
   StreamRef ref = std::exchange(ref_, {});
   detail::StreamState* state = ref.state();
   try {
-    if (state != nullptr && state->tracker_refs.load(std::memory_order_acquire) > 0) {
+    if (state != nullptr && state->trackers() > 0) {
       // A buffer still names this stream as its owner, writer or reader: finish the
       // stream's work so that "dead" means "done" for that buffer (detail/stream_state.hpp).
       CUresult r = cu.StreamSynchronize(ref.handle());

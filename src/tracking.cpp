@@ -232,6 +232,24 @@ void Allocation::destroy() noexcept {
     defer_to_safe_point([this] { destroy(); });
     return;
   }
+  // The usual case first, with nothing else to decide: pool memory that only its own
+  // stream used, which is alive and not capturing. Free it there. (Pool allocate + free
+  // must stay within 1.1x the raw driver's: this path is one pin and the free.) The last
+  // reference is gone, so no other thread touches the tracking state.
+  if (kind == AllocationKind::pool && last_writer_ == nullptr && readers_.empty()) {
+    StreamState* const o = owner_.load(std::memory_order_relaxed);
+    if (o != nullptr && o->capture.load(std::memory_order_acquire) == nullptr) {
+      PinnedStream pinned(o);  // another thread may own the stream and destroy it meanwhile
+      if (pinned) {
+        CUresult r = cu.MemFreeAsync(pointer, o->handle);
+        if (r != CUDA_SUCCESS) [[unlikely]]
+          park_driver_error(r, "cuMemFreeAsync", Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device),
+                            "buffer free");
+        delete this;
+        return;
+      }
+    }
+  }
   const bool host = kind == AllocationKind::pinned_host || kind == AllocationKind::registered_host;
   Resource res = Resource::of(kind == AllocationKind::pinned_host       ? ResourceKind::pinned_buffer
                               : kind == AllocationKind::registered_host ? ResourceKind::host_registration

@@ -60,7 +60,9 @@ struct Allocation {
   void retain() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
   /// Drops a reference; the last one frees the memory, stream-ordered after every use.
   void release() noexcept {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy();
+    // The only reference (the usual case: a buffer nobody shared) needs no atomic
+    // decrement: no other thread holds one through which it could retain.
+    if (refs_.load(std::memory_order_acquire) == 1 || refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy();
   }
 
   /// Creates an allocation already owned by `stream` (its allocating stream).

@@ -26,9 +26,16 @@ struct StreamState {
   // Threads other than the owner using the handle right now (PinnedStream): the owner's
   // Stream::reset waits for them before destroying the handle.
   std::atomic<std::int32_t> pins{0};
-  // References: the owning Stream (if any) plus one per tracker slot naming this stream.
-  std::atomic<std::int32_t> refs{1};
-  std::atomic<std::int32_t> tracker_refs{0};
+  // Two counts in one word, so that a tracker's start or stop is one atomic operation
+  // (every buffer does both; DESIGN 5's single-stream case must cost next to nothing):
+  //   low 32 bits:  references, the owning Stream (if any) plus one per tracker slot;
+  //   high 32 bits: tracker slots naming this stream (Stream::reset synchronizes first
+  //                 when there are any, so that "dead" means "done").
+  static constexpr std::uint64_t one_ref = 1, one_tracker = (std::uint64_t{1} << 32) | 1;
+  std::atomic<std::uint64_t> counts{one_ref};
+  std::uint32_t trackers(std::memory_order order = std::memory_order_acquire) const noexcept {
+    return static_cast<std::uint32_t>(counts.load(order) >> 32);
+  }
   // Set while a cudakit capture scope captures this stream (capture.hpp): the scope's
   // internal state, which knows the capturing thread (DESIGN 9).
   std::atomic<void*> capture{nullptr};
@@ -55,18 +62,16 @@ struct StreamState {
   }
 };
 
-inline void retain(StreamState* s) noexcept { s->refs.fetch_add(1, std::memory_order_relaxed); }
+inline void retain(StreamState* s) noexcept { s->counts.fetch_add(StreamState::one_ref, std::memory_order_relaxed); }
 inline void release(StreamState* s) noexcept {
-  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete s;
+  if ((s->counts.fetch_sub(StreamState::one_ref, std::memory_order_acq_rel) & 0xffffffffu) == 1) delete s;
 }
-/// A tracker starts or stops naming this stream.
+/// A tracker starts or stops naming this stream (a reference and a tracker slot at once).
 inline void tracker_retain(StreamState* s) noexcept {
-  retain(s);
-  s->tracker_refs.fetch_add(1, std::memory_order_relaxed);
+  s->counts.fetch_add(StreamState::one_tracker, std::memory_order_relaxed);
 }
 inline void tracker_release(StreamState* s) noexcept {
-  s->tracker_refs.fetch_sub(1, std::memory_order_relaxed);
-  release(s);
+  if ((s->counts.fetch_sub(StreamState::one_tracker, std::memory_order_acq_rel) & 0xffffffffu) == 1) delete s;
 }
 
 /// A stream's resource for an error its synchronize or query reports: it names the
