@@ -51,6 +51,11 @@ struct State {
   std::set<const void*> library_kernels;
   std::vector<FakeLaunch> launches;
   std::vector<CUjit_option> last_jit_options;
+  // Modules and libraries not unloaded yet. One whose unload the fault sweep made fail
+  // stays here (reachable, so LeakSanitizer does not count the fake's own memory as a
+  // leak) until the next fake driver deletes it; the handle ledger reports the handle.
+  std::set<FakeModule*> modules;
+  std::set<FakeLibrary*> libraries;
 };
 
 State& S() {
@@ -196,6 +201,7 @@ CUresult ModuleLoadDataEx(CUmodule* out, const void* code, unsigned n, CUjit_opt
   m->device = device;
   for (const auto& k : image->kernels) m->functions.push_back(make_function(image, k, device));
   D().created("module", m);
+  S().modules.insert(m);
   *out = reinterpret_cast<CUmodule>(m);
   return CUDA_SUCCESS;
 }
@@ -206,6 +212,7 @@ CUresult ModuleUnload(CUmodule mod) {
   if (!D().destroyed("module", mod)) return CUDA_ERROR_INVALID_HANDLE;
   auto m = reinterpret_cast<FakeModule*>(mod);
   for (const auto& f : m->functions) forget_function(f.get());
+  S().modules.erase(m);
   delete m;
   return CUDA_SUCCESS;
 }
@@ -269,6 +276,7 @@ CUresult LibraryLoadData(CUlibrary* out, const void* code, CUjit_option* keys, v
     lib->kernels.push_back(std::move(lk));
   }
   D().created("library", lib);
+  S().libraries.insert(lib);
   *out = reinterpret_cast<CUlibrary>(lib);
   return CUDA_SUCCESS;
 }
@@ -281,6 +289,7 @@ CUresult LibraryUnload(CUlibrary library) {
     S().library_kernels.erase(k.get());
     for (const auto& [d, f] : k->per_device) forget_function(f.get());
   }
+  S().libraries.erase(lib);
   delete lib;
   return CUDA_SUCCESS;
 }
@@ -650,6 +659,8 @@ void register_modules(Driver& d) {
   {
     std::lock_guard l(d.mutex);
     State& s = S();
+    for (FakeModule* m : s.modules) delete m;  // left by an earlier fake (an unload that failed)
+    for (FakeLibrary* lib : s.libraries) delete lib;
     s = State{};
     s.owner = &d;
   }
