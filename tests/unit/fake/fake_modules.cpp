@@ -51,11 +51,22 @@ struct State {
   std::set<const void*> library_kernels;
   std::vector<FakeLaunch> launches;
   std::vector<CUjit_option> last_jit_options;
-  // Modules and libraries not unloaded yet. One whose unload the fault sweep made fail
-  // stays here (reachable, so LeakSanitizer does not count the fake's own memory as a
-  // leak) until the next fake driver deletes it; the handle ledger reports the handle.
+  // Modules and libraries not unloaded yet. One whose unload a test made fail stays here
+  // until the next fake driver, or the end of the process, deletes it (the fake's own
+  // memory is not what LeakSanitizer should report; the handle ledger reports the handle).
   std::set<FakeModule*> modules;
   std::set<FakeLibrary*> libraries;
+
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State() { delete_leftovers(); }
+  void delete_leftovers() {
+    for (FakeModule* m : modules) delete m;
+    for (FakeLibrary* lib : libraries) delete lib;
+    modules.clear();
+    libraries.clear();
+  }
 };
 
 State& S() {
@@ -659,9 +670,13 @@ void register_modules(Driver& d) {
   {
     std::lock_guard l(d.mutex);
     State& s = S();
-    for (FakeModule* m : s.modules) delete m;  // left by an earlier fake (an unload that failed)
-    for (FakeLibrary* lib : s.libraries) delete lib;
-    s = State{};
+    s.delete_leftovers();  // left by an earlier fake (an unload that failed)
+    s.owner = nullptr;
+    s.images.clear();
+    s.functions.clear();
+    s.library_kernels.clear();
+    s.launches.clear();
+    s.last_jit_options.clear();
     s.owner = &d;
   }
   using E = EntryId;
