@@ -130,7 +130,13 @@ void load_parameters(FunctionState& s) {
 }  // namespace
 
 const std::vector<ParameterInfo>* parameters_if_known(FunctionState& s) {
-  std::call_once(s.parameters_once, load_parameters, s);
+  if (!s.parameters_ready.load(std::memory_order_acquire)) [[unlikely]] {
+    std::lock_guard lock(s.parameters_mutex);
+    if (!s.parameters_ready.load(std::memory_order_relaxed)) {
+      load_parameters(s);  // may throw: nothing is published, a later call tries again
+      s.parameters_ready.store(true, std::memory_order_release);
+    }
+  }
   return s.parameters_state == ParameterInfoState::known ? &s.parameters : nullptr;
 }
 

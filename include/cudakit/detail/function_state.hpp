@@ -70,8 +70,12 @@ struct FunctionState {
   // multiprocessor, the last answer, packed in one word (threads:12 | shared:24 | blocks:16 | valid:1).
   std::atomic<std::uint64_t> cooperative_cache{0};
 
-  // cuFuncGetParamInfo (CUDA 12.4+), read once.
-  std::once_flag parameters_once;
+  // cuFuncGetParamInfo (CUDA 12.4+), read once: parameters_state and parameters are
+  // written under parameters_mutex, then published by parameters_ready (release). Not a
+  // std::call_once: a failed read throws, and ThreadSanitizer's pthread_once is not
+  // exception-safe (the next call hung; the fault sweep found it under TSan).
+  std::atomic<bool> parameters_ready{false};
+  std::mutex parameters_mutex;
   ParameterInfoState parameters_state = ParameterInfoState::unknown;
   std::vector<ParameterInfo> parameters;
 };
