@@ -147,7 +147,9 @@ void check_cooperative(FunctionState& f, const LaunchConfig& c) {
                   std::to_string(f.multiprocessors) + " multiprocessors)");
 }
 
-void check_slow(FunctionState& f, const LaunchConfig& c) {
+}  // namespace
+
+void check_launch_config(FunctionState& f, const LaunchConfig& c) {
   check_shape(f, c);
   check_shared_memory(f, c);
   check_cluster(f, c);
@@ -160,10 +162,6 @@ void check_slow(FunctionState& f, const LaunchConfig& c) {
     refuse(f, "programmatic dependent launch needs compute capability 9.0 or newer; this device is " +
                   f.compute_capability.arch());
 }
-
-}  // namespace
-
-void check_launch_config(FunctionState& f, const LaunchConfig& c) { check_slow(f, c); }
 
 void prepare_launch(FunctionState& f, StreamRef stream, const LaunchConfig& c) {
   stream.require_handle("cuLaunchKernel");
@@ -178,7 +176,7 @@ void prepare_launch(FunctionState& f, StreamRef stream, const LaunchConfig& c) {
                     c.shared_memory_bytes <= f.dynamic_shared_limit.load(std::memory_order_relaxed);
   check_not_poisoned("cuLaunchKernel", Resource::of(ResourceKind::kernel, f.function, f.device, f.label.c_str()));
   if (!fits || c.has_attributes() || f.cluster_size_must_be_set) [[unlikely]]
-    check_slow(f, c);
+    check_launch_config(f, c);
   ContextRef(f.context, f.device).make_current();  // DESIGN 8: no driver call when already current
 }
 

@@ -10,6 +10,11 @@
 
 namespace cudakit::testing {
 
+/// The signatures of the standard image's kernels, for typed lookups in tests:
+/// module.kernel<SaxpySig>("saxpy"), module.kernel<FillSig>("fill").
+using SaxpySig = void(float, const float*, float*, int);
+using FillSig = void(float*, float, int);
+
 // y[i] = a * x[i] + y[i]
 inline fake::FakeKernel saxpy_kernel() {
   return {"saxpy", fake::params<float, const float*, float*, int>(), [](const fake::FakeLaunch& l) {

@@ -17,8 +17,8 @@ namespace sweep = testing::sweep;
 using sweep::Scene;
 using driver::EntryId;
 using Buf = DeviceBuffer<float>;
-using SaxpySig = void(float, const float*, float*, int);
-using FillSig = void(float*, float, int);
+using testing::SaxpySig;
+using testing::FillSig;
 
 constexpr int n = 64;
 

@@ -482,8 +482,8 @@ TEST_F(GraphTest, PageableCopiesAreRefusedInsideACaptureWhichStaysValid) {
 
 // ---- typed kernels (the launch layer's Kernel<Sig>, LaunchConfig and binding rules) ----
 
-using FillSig = void(float*, float, int);
-using SaxpySig = void(float, const float*, float*, int);
+using testing::FillSig;
+using testing::SaxpySig;
 
 class TypedGraphTest : public GraphTest {
  protected:

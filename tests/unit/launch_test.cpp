@@ -56,8 +56,8 @@ static_assert(!kernel_accepts_v<void(int)>);
 static_assert(!kernel_accepts_v<void(int), int, int>);
 static_assert(kernel_accepts_v<void()>);
 
-using SaxpySig = void(float, const float*, float*, int);
-using FillSig = void(float*, float, int);
+using testing::SaxpySig;
+using testing::FillSig;
 using SumSig = void(const float*, float*, int);
 
 class LaunchTest : public testing::FakeDriverTest {

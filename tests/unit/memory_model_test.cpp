@@ -199,8 +199,8 @@ INSTANTIATE_TEST_SUITE_P(FixedSeeds, MemoryModelTest, ::testing::ValuesIn(testin
 
 // ---- kernels, graphs and frees in flight (issue 7, point 6) ----
 
-using SaxpySig = void(float, const float*, float*, int);
-using FillSig = void(float*, float, int);
+using testing::SaxpySig;
+using testing::FillSig;
 
 class LaunchGraphModelTest : public testing::MemoryTest, public ::testing::WithParamInterface<unsigned> {
  protected:

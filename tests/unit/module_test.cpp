@@ -21,7 +21,7 @@ namespace {
 using driver::EntryId;
 using testing::message_of;
 
-using SaxpySig = void(float, const float*, float*, int);
+using testing::SaxpySig;
 
 class ModuleTest : public testing::FakeDriverTest {
  protected:

@@ -31,8 +31,8 @@ namespace {
 
 using driver::EntryId;
 
-using FillSig = void(float*, float, int);
-using SaxpySig = void(float, const float*, float*, int);
+using testing::FillSig;
+using testing::SaxpySig;
 
 class PoisonScenarioTest : public testing::FakeDriverTest {
  protected:

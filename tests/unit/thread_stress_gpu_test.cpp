@@ -23,8 +23,8 @@
 namespace cudakit {
 namespace {
 
-using SaxpySig = void(float, const float*, float*, int);
-using FillSig = void(float*, float, int);
+using testing::SaxpySig;
+using testing::FillSig;
 
 constexpr int thread_count = 16;
 constexpr int rounds = 3;  // both tests take about 3 s under TSan
