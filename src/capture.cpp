@@ -90,12 +90,41 @@ void record_fence(StreamState* s) {
   check(cu.EventRecord(fence, s->handle), "cuEventRecord", stream_resource(s));
 }
 
-void join(CaptureState* c, StreamState* s) {
+// `s` enters capture `c` in cudakit's books. A capture's start and a fork call this before
+// the driver makes the stream capture, and the order matters: the mark first, then a wait
+// for the threads that pinned `s` before they could see the mark (a free or a hand-off
+// event from another thread, PinnedStream::capturing). Their work on `s` is submitted
+// before the capture begins, and all later work of theirs sees the mark and stays out of
+// the capture, which would otherwise take it in as nodes of the graph. Pins are held for
+// a few driver calls, so the wait is short.
+// False, changing nothing, when `s` is in a capture already (two threads began captures on
+// it at once: the marks are made under a mutex, so one of them wins, whole).
+std::mutex join_mutex;
+bool join(CaptureState* c, StreamState* s) {
   c->members.reserve(c->members.size() + 1);
+  {
+    std::lock_guard lock(join_mutex);
+    if (s->capture.load(std::memory_order_acquire) != nullptr) return false;
+    s->capture_owner.store(c->owner, std::memory_order_release);
+    s->capture.store(c);  // sequentially consistent with the pinning threads' fetch_add, then load
+  }
   retain(s);
   c->members.push_back(s);
-  s->capture_owner.store(c->owner, std::memory_order_release);
-  s->capture.store(c, std::memory_order_release);
+  while (s->pins.load() != 0) std::this_thread::yield();
+  return true;
+}
+
+// Undoes the latest join: the driver did not make `s` capture after all.
+void leave(CaptureState* c, StreamState* s) noexcept {
+  s->capture.store(nullptr, std::memory_order_release);
+  s->capture_owner.store(std::thread::id{}, std::memory_order_release);
+  c->members.pop_back();
+  release(s);
+}
+
+[[noreturn]] void throw_already_capturing(const StreamState* s) {
+  throw CaptureError(stream_words(s) + " is already capturing (a capture on it, or one it joined, is in progress); "
+                     "captures do not nest");
 }
 
 // Everything a device needs that a capture may touch for the first time: done before
@@ -212,9 +241,16 @@ void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, S
   }
   if (to_capture == nullptr) {
     // A fork: `to` joins `from`'s capture. Its work so far stays outside (its fence).
+    // Marked before the wait that makes it capture (join).
+    auto* c = static_cast<CaptureState*>(from_capture);
     record_fence(to_state);
-    order_after(to.handle(), from.handle(), from.device_ordinal());
-    join(static_cast<CaptureState*>(from_capture), to_state);
+    if (!join(c, to_state)) throw_already_capturing(to_state);  // another thread's capture took it meanwhile
+    try {
+      order_after(to.handle(), from.handle(), from.device_ordinal());
+    } catch (...) {
+      leave(c, to_state);
+      throw;
+    }
     return;
   }
   if (from_capture == nullptr)
@@ -247,13 +283,18 @@ void after_event_wait(StreamRef stream, StreamState* state) {
     throw CaptureError("cuStreamWaitEvent on " + stream_words(state) + " from " + thread_words(std::this_thread::get_id()) +
                        " made it join a capture owned by " + thread_words(c->owner) +
                        "; work from another thread must not enter that graph (DESIGN 9)");
-  join(c, state);
+  // The driver made the stream capture already; the mark follows (a free or hand-off from
+  // another thread in between can still land in the capture: a raw event wait gives no
+  // earlier moment to mark it, see docs/design.md decision 14).
+  if (!join(c, state)) throw_already_capturing(state);
 }
 
 void wait_for_stream_work(CUstream to, int, StreamState* from) {
-  PinnedStream pinned(from);  // another thread may own `from` and destroy it meanwhile
-  if (!pinned) return;        // a dead stream's work completed
-  if (from->capture.load(std::memory_order_acquire) != nullptr) {
+  // Another thread may own `from` and destroy it, or begin a capture on it, meanwhile: the
+  // event recorded below would then be recorded into that capture.
+  PinnedStream pinned(from);
+  if (!pinned) return;  // a dead stream's work completed
+  if (pinned.capturing()) {
     CUevent fence = from->capture_fence.load(std::memory_order_acquire);
     if (fence == nullptr)
       throw CaptureError("a buffer last used on " + stream_words(from) +
@@ -275,9 +316,7 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
   StreamState* s = stream_state_of(stream);
   Resource res = stream_resource(s);
   check_not_poisoned("cuStreamBeginCapture", res);
-  if (s->capture.load(std::memory_order_acquire) != nullptr)
-    throw CaptureError(stream_words(s) + " is already capturing (a capture on it, or one it joined, is in progress); "
-                       "captures do not nest");
+  if (s->capture.load(std::memory_order_acquire) != nullptr) throw_already_capturing(s);
   run_deferred_tasks_if_any();
   prepare_for_capture(s->device);
   record_fence(s);
@@ -291,21 +330,28 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
   std::unique_ptr<GraphResources, void (*)(GraphResources*)> resources(state->resources,
                                                                        [](GraphResources* r) { r->release(); });
 
-  check(cu.StreamBeginCapture(stream.handle(), driver_mode(mode)), "cuStreamBeginCapture", res);
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  cuuint64_t id = 0;
-  CUresult r = cu.StreamGetCaptureInfo(stream.handle(), &status, &id, nullptr, nullptr, nullptr);
-  if (r != CUDA_SUCCESS) {
-    CUgraph partial = nullptr;
-    if (cu.StreamEndCapture(stream.handle(), &partial) == CUDA_SUCCESS && partial != nullptr) cu.GraphDestroy(partial);
-    check(r, "cuStreamGetCaptureInfo", res);
-  }
-  state->id = id;
-  {
+  // Marked capturing before the driver begins (join says why): from here on, no other
+  // thread's free or hand-off lands on the stream.
+  if (!join(state.get(), s)) throw_already_capturing(s);
+  bool begun = false;
+  try {
+    check(cu.StreamBeginCapture(stream.handle(), driver_mode(mode)), "cuStreamBeginCapture", res);
+    begun = true;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t id = 0;
+    check(cu.StreamGetCaptureInfo(stream.handle(), &status, &id, nullptr, nullptr, nullptr), "cuStreamGetCaptureInfo",
+          res);
+    state->id = id;
     std::lock_guard lock(registry_mutex);
     registry()[id] = state.get();
+  } catch (...) {
+    if (begun) {  // never leave the stream capturing
+      CUgraph partial = nullptr;
+      if (cu.StreamEndCapture(stream.handle(), &partial) == CUDA_SUCCESS && partial != nullptr) cu.GraphDestroy(partial);
+    }
+    leave(state.get(), s);
+    throw;
   }
-  join(state.get(), s);
   count_capture(mode, +1);
   resources.release();
   state_ = state.release();

@@ -170,10 +170,17 @@ void release_after_last_launch(detail::GraphResources* own, detail::StreamState*
   // The fallback: wait here for the last launch stream, then let go. If even that fails
   // on a live context, the buffers are kept (a leak rather than a use after free).
   // (Not while this thread captures: the synchronize would invalidate that capture.)
+  // A last launch stream that another thread captures now is waited for through its
+  // capture fence, which stands for the work before the capture (synchronizing the stream
+  // would invalidate that capture).
   CUresult r = CUDA_ERROR_UNKNOWN;
   if (!detail::unsafe_calls_would_invalidate_a_capture()) {
     try {
-      r = cu.StreamSynchronize(last->handle);
+      if (!pinned.capturing()) {
+        r = cu.StreamSynchronize(last->handle);
+      } else if (CUevent fence = last->capture_fence.load(std::memory_order_acquire)) {
+        r = cu.EventSynchronize(fence);
+      }
     } catch (...) {
     }
   }

@@ -196,11 +196,11 @@ void Allocation::synchronize_users() const {
   // A stream state stays valid while the tracker names it; the caller is the one thread
   // mutating this allocation (like a standard container), so no one drops it meanwhile.
   for (StreamState* u : users) {
-    PinnedStream pinned(u);  // its owner may destroy it meanwhile
+    PinnedStream pinned(u);  // its owner may destroy it, or begin a capture on it, meanwhile
     if (!pinned) continue;
     // A capturing stream's live work is what came before its capture: its capture fence
     // (synchronizing the stream itself would be refused and invalidate the capture).
-    if (u->capture.load(std::memory_order_acquire) != nullptr) {
+    if (pinned.capturing()) {
       if (CUevent fence = u->capture_fence.load(std::memory_order_acquire))
         check(cu.EventSynchronize(fence), "cuEventSynchronize", Resource::of(ResourceKind::stream, u->handle, u->device));
       continue;
@@ -238,9 +238,12 @@ void Allocation::destroy() noexcept {
   // reference is gone, so no other thread touches the tracking state.
   if (kind == AllocationKind::pool && last_writer_ == nullptr && readers_.empty()) {
     StreamState* const o = owner_.load(std::memory_order_relaxed);
-    if (o != nullptr && o->capture.load(std::memory_order_acquire) == nullptr) {
-      PinnedStream pinned(o);  // another thread may own the stream and destroy it meanwhile
-      if (pinned) {
+    if (o != nullptr) {
+      // Pinned first: another thread may own the stream and destroy it meanwhile, or begin
+      // a capture on it (the free would land in that graph); neither can happen while the
+      // pin is held and the stream was seen alive and not capturing.
+      PinnedStream pinned(o);
+      if (pinned && !pinned.capturing()) {
         CUresult r = cu.MemFreeAsync(pointer, o->handle);
         if (r != CUDA_SUCCESS) [[unlikely]]
           park_driver_error(r, "cuMemFreeAsync", Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device),
@@ -272,14 +275,15 @@ void Allocation::destroy() noexcept {
       for (StreamState* r : readers_) f(r);
     };
     // The stream freed on is pinned until the free is submitted: it may belong to another
-    // thread, which may destroy it at any moment (this free may run on any thread, e.g.
-    // a graph's deferred release). Its owner then waits for the pin.
+    // thread, which may destroy it or begin a capture on it at any moment (this free may
+    // run on any thread, e.g. a graph's deferred release). Its owner then waits for the
+    // pin. A stream seen capturing after pinning is not freed on.
     StreamState* on = nullptr;
     std::optional<PinnedStream> on_pinned;
     for_each_user([&](StreamState* u) {
-      if (on != nullptr || u->capture.load(std::memory_order_acquire) != nullptr) return;
+      if (on != nullptr) return;
       PinnedStream p(u);
-      if (!p) return;
+      if (!p || p.capturing()) return;
       on = u;
       on_pinned.emplace(std::move(p));
     });

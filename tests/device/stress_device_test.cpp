@@ -189,16 +189,15 @@ TEST_F(StressDeviceTest, SixteenThreadsCaptureAndReplayGraphsOnTheirOwnStreams) 
     const float scale = static_cast<float>(2 + rng() % 3), offset = static_cast<float>(rng() % 9);
     DeviceBuffer<float> x(own, N, uninitialized), out(own, N, uninitialized), count(own, N, zeroed);
     // tmp = x * scale + offset; out = tmp + table; count += 1. tmp lives in the graph only.
-    // Captured on a stream made for it, on which no buffer was used before (a free from
-    // another thread may be submitted to a stream a buffer was used on; see the unit test
-    // thread_stress_gpu_test.cpp).
+    // Captured on `own`, the stream the buffers were made on, while other threads' frees
+    // and hand-offs may reach it (a capture's start marks the stream and waits for them:
+    // docs/design.md decision 14).
     GraphExec exec = [&] {
       DeviceBuffer<float> tmp(own, N, uninitialized);
-      Stream cap = gpu_->new_stream();
-      Graph g = capture_nonempty(cap, [&] {
-        launch(cap, scale_offset_, cover(n), x, tmp, scale, offset, n);
-        launch(cap, add_arrays_, cover(n), tmp, table_.first(N), out, n);
-        launch(cap, increment_, cover(n), count, n);
+      Graph g = capture_nonempty(own, [&] {
+        launch(own, scale_offset_, cover(n), x, tmp, scale, offset, n);
+        launch(own, add_arrays_, cover(n), tmp, table_.first(N), out, n);
+        launch(own, increment_, cover(n), count, n);
       });
       return g.instantiate();
     }();

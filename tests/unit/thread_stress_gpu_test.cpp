@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <latch>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -63,14 +64,26 @@ class ThreadStressGpu : public testing::MemoryTest {
     MemoryTest::TearDown();
   }
 
+  // Where a round captures its graph.
+  enum class CaptureOn {
+    new_stream,    // a stream made for the capture alone, on which no buffer was used before
+    used_stream,   // `other`, on which this thread's buffers were used (and are freed)
+  };
+
   // One round of a thread's work: `work` is where its plain work goes (the shared Gpu's
-  // stream, or the thread's own), `other` a second stream of its own. It captures on a
-  // stream made for the capture alone, on which no buffer was used before: a buffer freed
-  // by another thread (a graph's deferred release) is freed on a stream that used it, and
-  // a free submitted there just as its owner begins a capture would land in the capture
-  // (a known limitation: see the report of issue 7, point 5). Returns "" or what went wrong.
+  // stream, or the thread's own), `other` a second stream of its own. Returns "" or what
+  // went wrong.
+  //
+  // Captured on `other` (CaptureOn::used_stream), the round races frees from other
+  // threads against its capture's start: a graph's deferred release runs on whatever
+  // thread reaches a safe point next, and frees the graph's buffers on a stream that used
+  // them, so another thread may submit a free to `other` just as this thread begins a
+  // capture there. That free must not land in the capture (the fake reports a
+  // cuMemFreeAsync on a capturing stream, or invalidates the capture); the capture's start
+  // marks the stream and waits for the pins of such frees (docs/design.md decision 14).
   std::string round(StreamRef work, StreamRef other, const DeviceBuffer<float>& shared_x,
-                    const std::vector<float>& host_shared_x, std::minstd_rand& rng) {
+                    const std::vector<float>& host_shared_x, std::minstd_rand& rng,
+                    CaptureOn capture_at = CaptureOn::new_stream) {
     const int n = 1 + static_cast<int>(rng() % shared_elements);
     const auto N = static_cast<std::size_t>(n);
     const LaunchConfig config{grid_for(n, 64), 64};
@@ -94,14 +107,17 @@ class ThreadStressGpu : public testing::MemoryTest {
     for (std::size_t i = 0; i < N; ++i) want[i] = a * host_shared_x[i];
     if (auto e = compare(download(work, z), want, "saxpy of the shared buffer"); !e.empty()) return e;
 
-    // a graph of two kernels (one reads the shared buffer), captured on a stream of its own,
-    // then replayed on both streams; the buffers are dropped right after the capture
+    // a graph of two kernels (one reads the shared buffer), captured on a stream of its own
+    // or on `other`, then replayed on both streams; the buffers are dropped right after the
+    // capture
     auto hg = small_integers(rng, N);
     DeviceBuffer<float> g = upload(other, hg);
     std::optional<GraphExec> exec;
     {
       DeviceBuffer<float> gx = upload(other, hx);
-      Stream capture_on(Device::get(0));
+      std::optional<Stream> made;
+      StreamRef capture_on = other;
+      if (capture_at == CaptureOn::new_stream) capture_on = made.emplace(Device::get(0));
       Graph graph = capture_nonempty(capture_on, [&] {
         launch(capture_on, saxpy_, config, a, gx, g, n);
         launch(capture_on, saxpy_, config, 1.0f, shared_x.first(N), g, n);
@@ -169,6 +185,23 @@ TEST_F(ThreadStressGpu, SixteenThreadsLaunchCopyAndCaptureOnStreamsOfTheirOwn) {
     Stream own(Device::get(0)), other(Device::get(0));
     for (int i = 0; i < rounds; ++i)
       if (auto e = round(own, other, shared_x, host_shared_x, r); !e.empty()) return e;
+    own.synchronize();
+    return {};
+  });
+}
+
+// Captures on streams that other threads' frees may reach (graph buffers are released by
+// whichever thread reaches a safe point next): docs/design.md decision 14. The targeted
+// form of this race, which fails without the fix, is capture_race_test.cpp.
+TEST_F(ThreadStressGpu, SixteenThreadsCaptureOnStreamsTheirBuffersWereUsedOn) {
+  Stream setup(Device::get(0));
+  std::minstd_rand rng(9);
+  auto host_shared_x = small_integers(rng, shared_elements);
+  const DeviceBuffer<float> shared_x = upload(setup, host_shared_x);
+  on_sixteen_threads([&](std::minstd_rand& r) -> std::string {
+    Stream own(Device::get(0)), other(Device::get(0));
+    for (int i = 0; i < rounds; ++i)
+      if (auto e = round(own, other, shared_x, host_shared_x, r, CaptureOn::used_stream); !e.empty()) return e;
     own.synchronize();
     return {};
   });

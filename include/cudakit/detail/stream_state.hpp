@@ -37,7 +37,10 @@ struct StreamState {
     return static_cast<std::uint32_t>(counts.load(order) >> 32);
   }
   // Set while a cudakit capture scope captures this stream (capture.hpp): the scope's
-  // internal state, which knows the capturing thread (DESIGN 9).
+  // internal state, which knows the capturing thread (DESIGN 9). Set before the driver
+  // begins the capture, and the capture waits for `pins` after setting it: a thread that
+  // pinned the stream and then reads it unset (PinnedStream::capturing) submits its work
+  // before the capture begins, never into it.
   std::atomic<void*> capture{nullptr};
   // The thread that owns that capture, readable by any thread (the capture's own state
   // may be freed the moment its capture ends).
@@ -91,7 +94,8 @@ StreamState* borrowed_stream_state(CUstream handle, int device);
 /// handle is not enough (the owner may destroy it in between: the handle is then invalid,
 /// or another stream's). False when the stream is dead or being destroyed: its owner
 /// synchronized it first (a tracker names it), so there is nothing left to wait for.
-/// Pinning never blocks; Stream::reset marks the stream dead, then waits for the pins.
+/// Pinning never blocks; Stream::reset marks the stream dead, then waits for the pins, and
+/// a capture's start marks the stream capturing, then waits for them (capturing()).
 class PinnedStream {
  public:
   explicit PinnedStream(StreamState* s) noexcept : s_(s) {
@@ -110,6 +114,14 @@ class PinnedStream {
   PinnedStream& operator=(const PinnedStream&) = delete;
   PinnedStream& operator=(PinnedStream&&) = delete;
   explicit operator bool() const noexcept { return s_ != nullptr; }
+
+  /// Whether the pinned stream is in a capture now. Read after pinning, sequentially
+  /// consistent with a capture's start, which marks the stream and then waits for its pins
+  /// (the same pattern as `alive` with Stream::reset): false means that no capture can
+  /// begin on the stream while this pin is held, so work submitted to it now runs live
+  /// and does not land in somebody's graph. True: the stream's live work is what came
+  /// before its capture, its capture fence (recorded before the mark).
+  bool capturing() const noexcept { return s_->capture.load() != nullptr; }
 
  private:
   StreamState* s_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
+#include <thread>
 #include <type_traits>
 
 #include "cudakit/error.hpp"
@@ -69,7 +70,10 @@ struct Wrapper<Id, R(CUDAAPI*)(Args...)> {
   static R CUDAAPI call(Args... args) {
     CUresult fault = CUDA_SUCCESS;
     if (intercept(Id, &fault)) return fault;
-    void* impl = Driver::current().impls[static_cast<std::size_t>(Id)];
+    Driver& d = Driver::current();
+    if (int us = d.delays[static_cast<std::size_t>(Id)].load(std::memory_order_relaxed); us > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(us));
+    void* impl = d.impls[static_cast<std::size_t>(Id)];
     if (impl == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
     return reinterpret_cast<R(CUDAAPI*)(Args...)>(impl)(args...);
   }

@@ -17,6 +17,8 @@
 
 #include <cuda.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -124,6 +126,13 @@ class Driver {
   // ---- faults ----
   void fail(EntryId entry, int nth, CUresult code) { std::lock_guard l(mutex); faults.push_back({entry, nth, code}); }
   void clear_faults() { std::lock_guard l(mutex); faults.clear(); }
+  /// Every call of `entry` from now on sleeps for `delay` before it does its work (outside
+  /// the fake's lock): it widens the window between what the caller checked and what the
+  /// call finds, so that a race between threads shows in a few runs instead of one in
+  /// thousands. Zero ends it.
+  void delay(EntryId entry, std::chrono::microseconds delay) {
+    delays[static_cast<std::size_t>(entry)].store(static_cast<int>(delay.count()), std::memory_order_relaxed);
+  }
   /// Ends a sticky error (a real driver never does; tests do, to clean up).
   void clear_sticky();
   /// The sticky error every call returns now, or CUDA_SUCCESS.
@@ -182,6 +191,7 @@ class Driver {
   /// cleared by clear_log: the fault sweep counts the releases that failed).
   std::vector<std::pair<EntryId, CUresult>> failed_calls;
   int call_counts[driver::entry_count] = {};
+  std::atomic<int> delays[driver::entry_count] = {};  // microseconds, by entry (delay())
   void* impls[driver::entry_count] = {};
   std::map<std::string, std::set<const void*>> ledger;
   std::vector<std::string> problems;

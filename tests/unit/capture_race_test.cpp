@@ -1,0 +1,115 @@
+// A capture's start against other threads' work on its stream (docs/design.md decision
+// 14; issue 7): a buffer last used on a stream may be freed, or handed to another stream,
+// by a thread that does not own the stream, at the very moment its owner begins a capture
+// there. That free or hand-off event must run live, before the capture or beside it, and
+// never land in the owner's graph.
+//
+// The window is a few instructions wide: between the other thread's look at the stream
+// ("not capturing") and its driver call. The fake sleeps inside those calls (Driver::delay)
+// so that, without the capture's mark-then-wait-for-pins, nearly every run fails; the
+// owner meanwhile captures one memset at a time, as fast as it can, and every graph must
+// hold that one node and nothing else.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "graph_fixture.hpp"
+
+namespace cudakit {
+namespace {
+
+using driver::EntryId;
+
+constexpr int buffer_count = 300;  // the other thread's frees or hand-offs
+constexpr auto call_delay = std::chrono::microseconds(100);
+
+class CaptureRaceTest : public testing::GraphTestBase {
+ protected:
+  // Buffers written on `s` (so `s` is their owner and last writer), for another thread.
+  std::vector<DeviceBuffer<float>> buffers_used_on(StreamRef s) {
+    std::vector<DeviceBuffer<float>> v;
+    for (int i = 0; i < buffer_count; ++i) {
+      v.emplace_back(s, 16, uninitialized);
+      fill(v.back(), s, static_cast<float>(i));
+    }
+    return v;
+  }
+
+  // Captures one memset of `mine` on `s` again and again until `done`; "" when every
+  // graph held exactly that node, else what went wrong. At least `at_least` captures.
+  static std::string capture_until(StreamRef s, DeviceBuffer<float>& mine, const std::atomic<bool>& done,
+                                   int at_least) {
+    try {
+      for (int i = 0; i < at_least || !done.load(); ++i) {
+        Graph g = capture_nonempty(s, [&] { fill(mine, s, static_cast<float>(i)); });
+        if (g.node_count() != 1)
+          return "capture " + std::to_string(i) + " holds " + std::to_string(g.node_count()) +
+                 " nodes: another thread's work landed in it";
+      }
+    } catch (const std::exception& e) {
+      return std::string("the capturing thread: ") + e.what();
+    }
+    return {};
+  }
+};
+
+TEST_F(CaptureRaceTest, FreesFromAnotherThreadStayOutOfACaptureBegunMeanwhile) {
+  Stream s(dev());
+  DeviceBuffer<float> mine(s, 16, zeroed);
+  auto theirs = buffers_used_on(s);
+  fake().delay(EntryId::MemFreeAsync, call_delay);
+
+  std::atomic<bool> done{false};
+  std::string freeing_failure;
+  std::thread freeing([&] {
+    try {
+      while (!theirs.empty()) theirs.pop_back();  // each free names `s`, the buffer's stream
+    } catch (const std::exception& e) {
+      freeing_failure = e.what();
+    }
+    done = true;
+  });
+  std::string capture_failure = capture_until(s, mine, done, 20);
+  freeing.join();
+  fake().delay(EntryId::MemFreeAsync, {});
+  EXPECT_EQ(capture_failure, "");
+  EXPECT_EQ(freeing_failure, "");
+  expect_no_capture_left(s);
+  s.synchronize();
+}
+
+TEST_F(CaptureRaceTest, HandOffsFromAnotherThreadStayOutOfACaptureBegunMeanwhile) {
+  Stream s(dev());
+  DeviceBuffer<float> mine(s, 16, zeroed);
+  auto theirs = buffers_used_on(s);
+  fake().delay(EntryId::EventRecord, call_delay);
+
+  std::atomic<bool> done{false};
+  std::string using_failure;
+  std::thread using_thread([&] {
+    try {
+      Stream t(dev());
+      // A write on t after the write on s: t waits for s (an event recorded on s).
+      for (auto& b : theirs) fill(b, t, -1.0f);
+      t.synchronize();
+      theirs.clear();
+    } catch (const std::exception& e) {
+      using_failure = e.what();
+    }
+    done = true;
+  });
+  std::string capture_failure = capture_until(s, mine, done, 20);
+  using_thread.join();
+  fake().delay(EntryId::EventRecord, {});
+  EXPECT_EQ(capture_failure, "");
+  EXPECT_EQ(using_failure, "");
+  expect_no_capture_left(s);
+  s.synchronize();
+}
+
+}  // namespace
+}  // namespace cudakit
