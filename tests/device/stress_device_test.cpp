@@ -12,6 +12,7 @@
 // element nobody wrote fails. Data are small integers, so every result is exact (whether
 // or not the compiler fused a multiply-add) and compared with ==. The seed is printed.
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
@@ -35,7 +36,12 @@ using ScaleOffset = void(const float*, float*, float, float, int);
 using AddArrays = void(const float*, const float*, float*, int);
 using Increment = void(float*, int);
 
-constexpr int thread_count = 16;
+// 16 threads; CUDAKIT_STRESS_THREADS=N (1 to 16) runs N instead, to narrow down a failure.
+const int thread_count = [] {
+  const char* v = std::getenv("CUDAKIT_STRESS_THREADS");
+  const int n = v != nullptr ? std::atoi(v) : 0;
+  return n >= 1 && n <= 16 ? n : 16;
+}();
 constexpr int rounds = 12;
 constexpr int max_n = (1 << 16) + 16 * 997 + rounds;  // every thread's n is at most this
 constexpr float nan = std::numeric_limits<float>::quiet_NaN();
@@ -91,7 +97,7 @@ class StressDeviceTest : public testing::GpuTest {
   // Runs `body(thread, rng)` on 16 threads; expects "" from each.
   template <class Body>
   void on_sixteen_threads(Body body) {
-    std::vector<std::string> errors(thread_count);
+    std::vector<std::string> errors(static_cast<std::size_t>(thread_count));
     std::vector<std::thread> pool;
     for (int t = 0; t < thread_count; ++t)
       pool.emplace_back([&, t] {
@@ -128,6 +134,57 @@ class StressDeviceTest : public testing::GpuTest {
     std::vector<float> want(N);
     for (std::size_t i = 0; i < N; ++i) want[i] = (a * hx[i] + hy[i]) + host_table_[i];
     return compare(got, want, "saxpy, add the shared table, copy");
+  }
+
+  // Where a thread captures its graph.
+  enum class CaptureOn {
+    stream_made_for_it,      // a stream made for the capture, on which no buffer was used
+    stream_buffers_made_on,  // `own`, the stream the buffers were made on, which other
+                             // threads' frees and hand-offs may reach (a capture's start
+                             // marks the stream and waits for them: docs/design.md decision 14)
+  };
+
+  // One thread's capture and replays: a graph of three kernels captured once, then
+  // replayed with fresh input and a poisoned output before each replay, alternating
+  // between two streams. "" when every replay is right.
+  std::string capture_and_replay(int t, std::mt19937& rng, CaptureOn where) {
+    Stream own = gpu_->new_stream(), other = gpu_->new_stream();
+    const int n = (1 << 16) + 997 * t;
+    const auto N = static_cast<std::size_t>(n);
+    const float scale = static_cast<float>(2 + rng() % 3), offset = static_cast<float>(rng() % 9);
+    DeviceBuffer<float> x(own, N, uninitialized), out(own, N, uninitialized), count(own, N, zeroed);
+    // tmp = x * scale + offset; out = tmp + table; count += 1. tmp lives in the graph only.
+    GraphExec exec = [&] {
+      DeviceBuffer<float> tmp(own, N, uninitialized);
+      std::optional<Stream> made;
+      StreamRef cap = own;
+      if (where == CaptureOn::stream_made_for_it) cap = made.emplace(gpu_->new_stream());
+      Graph g = capture_nonempty(cap, [&] {
+        launch(cap, scale_offset_, cover(n), x, tmp, scale, offset, n);
+        launch(cap, add_arrays_, cover(n), tmp, table_.first(N), out, n);
+        launch(cap, increment_, cover(n), count, n);
+      });
+      return g.instantiate();
+    }();
+    for (int r = 0; r < rounds; ++r) {
+      // Fresh input and a poisoned output before each replay; replays alternate streams.
+      StreamRef on = r % 2 ? StreamRef(other) : StreamRef(own);
+      auto hx = small_integers(rng, N);
+      copy(on, hx, x);
+      fill(on, out, nan);
+      exec.launch(on);
+      std::vector<float> got(N, nan);
+      download(r % 3 ? StreamRef(own) : StreamRef(other), out, got);
+      std::vector<float> want(N);
+      for (std::size_t i = 0; i < N; ++i) want[i] = (hx[i] * scale + offset) + host_table_[i];
+      if (auto e = compare(got, want, "replay " + std::to_string(r)); !e.empty()) return e;
+    }
+    if (auto e = compare(download(own, count), std::vector<float>(N, static_cast<float>(rounds)), "replay count");
+        !e.empty())
+      return e;
+    own.synchronize();
+    other.synchronize();
+    return {};
   }
 
   std::optional<Gpu> gpu_;
@@ -182,45 +239,12 @@ TEST_F(StressDeviceTest, SixteenThreadsLaunchAndCopyOnStreamsOfTheirOwn) {
 }
 
 TEST_F(StressDeviceTest, SixteenThreadsCaptureAndReplayGraphsOnTheirOwnStreams) {
-  on_sixteen_threads([&](int t, std::mt19937& rng) -> std::string {
-    Stream own = gpu_->new_stream(), other = gpu_->new_stream();
-    const int n = (1 << 16) + 997 * t;
-    const auto N = static_cast<std::size_t>(n);
-    const float scale = static_cast<float>(2 + rng() % 3), offset = static_cast<float>(rng() % 9);
-    DeviceBuffer<float> x(own, N, uninitialized), out(own, N, uninitialized), count(own, N, zeroed);
-    // tmp = x * scale + offset; out = tmp + table; count += 1. tmp lives in the graph only.
-    // Captured on `own`, the stream the buffers were made on, while other threads' frees
-    // and hand-offs may reach it (a capture's start marks the stream and waits for them:
-    // docs/design.md decision 14).
-    GraphExec exec = [&] {
-      DeviceBuffer<float> tmp(own, N, uninitialized);
-      Graph g = capture_nonempty(own, [&] {
-        launch(own, scale_offset_, cover(n), x, tmp, scale, offset, n);
-        launch(own, add_arrays_, cover(n), tmp, table_.first(N), out, n);
-        launch(own, increment_, cover(n), count, n);
-      });
-      return g.instantiate();
-    }();
-    for (int r = 0; r < rounds; ++r) {
-      // Fresh input and a poisoned output before each replay; replays alternate streams.
-      StreamRef on = r % 2 ? StreamRef(other) : StreamRef(own);
-      auto hx = small_integers(rng, N);
-      copy(on, hx, x);
-      fill(on, out, nan);
-      exec.launch(on);
-      std::vector<float> got(N, nan);
-      download(r % 3 ? StreamRef(own) : StreamRef(other), out, got);
-      std::vector<float> want(N);
-      for (std::size_t i = 0; i < N; ++i) want[i] = (hx[i] * scale + offset) + host_table_[i];
-      if (auto e = compare(got, want, "replay " + std::to_string(r)); !e.empty()) return e;
-    }
-    if (auto e = compare(download(own, count), std::vector<float>(N, static_cast<float>(rounds)), "replay count");
-        !e.empty())
-      return e;
-    own.synchronize();
-    other.synchronize();
-    return {};
-  });
+  on_sixteen_threads([&](int t, std::mt19937& rng) { return capture_and_replay(t, rng, CaptureOn::stream_made_for_it); });
+}
+
+TEST_F(StressDeviceTest, SixteenThreadsCaptureOnTheStreamTheirBuffersWereMadeOnAndReplay) {
+  on_sixteen_threads(
+      [&](int t, std::mt19937& rng) { return capture_and_replay(t, rng, CaptureOn::stream_buffers_made_on); });
 }
 
 #endif  // CUDAKIT_HAVE_TEST_KERNELS
