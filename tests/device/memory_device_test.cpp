@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -407,7 +408,12 @@ TEST_P(PredecessorScenario, EveryRequestOnEveryThreadGetsTheReferenceOutput) {
   const int threads = GetParam();
   constexpr int requests = 40;
   constexpr std::size_t elements = 64 * 1024;
-  const auto input = random_floats(elements, 21), weights_host = random_floats(elements, 22);
+  // Fresh data in every run (the seed is printed): with fixed seeds, every parameter's run
+  // uploaded the same weights, often into the memory the previous run freed, so a read
+  // that raced the upload would still have found the right values.
+  const unsigned seed = std::random_device{}();
+  std::printf("[          ] random seed %u\n", seed);
+  const auto input = random_floats(elements, seed), weights_host = random_floats(elements, seed + 1);
   std::vector<float> reference(elements);
   // The scales are powers of two, so the GPU's fused multiply-add rounds as the host does.
   for (std::size_t i = 0; i < elements; ++i) {

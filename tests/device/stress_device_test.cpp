@@ -156,6 +156,12 @@ class StressDeviceTest : public testing::GpuTest {
     // tmp = x * scale + offset; out = tmp + table; count += 1. tmp lives in the graph only.
     GraphExec exec = [&] {
       DeviceBuffer<float> tmp(own, N, uninitialized);
+      if (std::getenv("CUDAKIT_STRESS_ADDRESSES") != nullptr)  // to tell which buffer a tool's report names
+        std::printf("[ buffers  ] thread %d: x %#llx out %#llx count %#llx tmp %#llx table %#llx, %zu bytes each\n", t,
+                    static_cast<unsigned long long>(x.device_pointer()), static_cast<unsigned long long>(out.device_pointer()),
+                    static_cast<unsigned long long>(count.device_pointer()),
+                    static_cast<unsigned long long>(tmp.device_pointer()),
+                    static_cast<unsigned long long>(table_.device_pointer()), N * sizeof(float));
       std::optional<Stream> made;
       StreamRef cap = own;
       if (where == CaptureOn::stream_made_for_it) cap = made.emplace(gpu_->new_stream());
