@@ -102,7 +102,9 @@ if want sanitize && command -v compute-sanitizer >/dev/null; then
   # sanitizer they measure the sanitizer and take minutes.
   base_filter=${SANITIZE_FILTER:-'*'}
   exclude='*Poison*:*Cost*'
-  jobs=${SANITIZE_JOBS:-8}
+  # 4 at a time: with 8 memcheck and racecheck processes at once, stream creation ran out
+  # of device memory (CUDA_ERROR_OUT_OF_MEMORY in 12 tests, 2026-12-02 third session).
+  jobs=${SANITIZE_JOBS:-4}
   limit=${SANITIZE_TIMEOUT:-300}
   suites=$("$bundle/cudakit_device_tests" --gtest_list_tests --gtest_filter="$base_filter" | grep -E '^[A-Za-z][^ ]*\.$' | sed 's/\.$//' | grep -v Poison)
   plan=$logs/sanitize_plan.txt
