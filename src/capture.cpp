@@ -71,6 +71,13 @@ std::unordered_map<std::uint64_t, CaptureState*>& registry() {
   static auto* m = new std::unordered_map<std::uint64_t, CaptureState*>;
   return *m;
 }
+// Events recorded through cudakit on a stream of a capture in progress, by handle (under
+// registry_mutex): a stream that waits on one joins that capture, and is marked first.
+// A capture's entries go when it ends.
+std::unordered_map<CUevent, CaptureState*>& recorded_in_capture() {
+  static auto* m = new std::unordered_map<CUevent, CaptureState*>;
+  return *m;
+}
 
 void count_capture(CaptureMode mode, int delta) {
   if (mode != CaptureMode::relaxed) strict_captures_on_this_thread += delta;
@@ -262,14 +269,42 @@ void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, S
                      "supported");
 }
 
-void before_event_wait(StreamRef, StreamState* state) {
-  if (state->capture.load(std::memory_order_acquire) == nullptr) record_fence(state);
+void note_event_record(StreamState* stream, CUevent event) {
+  auto* c = static_cast<CaptureState*>(stream->capture.load(std::memory_order_acquire));
+  const bool ours = c != nullptr && stream->capture_owner.load(std::memory_order_acquire) == std::this_thread::get_id();
+  std::lock_guard lock(registry_mutex);
+  if (ours) recorded_in_capture()[event] = c;
+  else recorded_in_capture().erase(event);
 }
 
-void after_event_wait(StreamRef stream, StreamState* state) {
-  if (state->capture.load(std::memory_order_acquire) != nullptr) return;
+void* before_event_wait(StreamRef, StreamState* state, CUevent event) {
+  if (state->capture.load(std::memory_order_acquire) != nullptr) return nullptr;
+  record_fence(state);
+  CaptureState* c = nullptr;
+  {
+    std::lock_guard lock(registry_mutex);
+    auto it = recorded_in_capture().find(event);
+    if (it != recorded_in_capture().end() && it->second->owner == std::this_thread::get_id()) c = it->second;
+  }
+  if (c == nullptr) return nullptr;
+  if (!join(c, state)) throw_already_capturing(state);
+  return c;
+}
+
+void undo_event_wait_join(StreamState* state, void* joined) noexcept {
+  if (joined != nullptr) leave(static_cast<CaptureState*>(joined), state);
+}
+
+void after_event_wait(StreamRef stream, StreamState* state, void* joined) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t id = 0;
+  if (joined != nullptr) {
+    auto* c = static_cast<CaptureState*>(joined);
+    CUresult r = cu.StreamGetCaptureInfo(stream.handle(), &status, &id, nullptr, nullptr, nullptr);
+    if (r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE || id != c->id) leave(c, state);
+    return;
+  }
+  if (state->capture.load(std::memory_order_acquire) != nullptr) return;
   CUresult r = cu.StreamGetCaptureInfo(stream.handle(), &status, &id, nullptr, nullptr, nullptr);
   if (r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return;
   CaptureState* c = nullptr;
@@ -283,9 +318,9 @@ void after_event_wait(StreamRef stream, StreamState* state) {
     throw CaptureError("cuStreamWaitEvent on " + stream_words(state) + " from " + thread_words(std::this_thread::get_id()) +
                        " made it join a capture owned by " + thread_words(c->owner) +
                        "; work from another thread must not enter that graph (DESIGN 9)");
-  // The driver made the stream capture already; the mark follows (a free or hand-off from
-  // another thread in between can still land in the capture: a raw event wait gives no
-  // earlier moment to mark it, see docs/design.md decision 14).
+  // The driver made the stream capture already, and the mark follows: an event recorded
+  // in the capture other than through cudakit (EventRef::record marks before the wait).
+  // A free or hand-off from another thread in between can still land in the capture.
   if (!join(c, state)) throw_already_capturing(state);
 }
 
@@ -412,6 +447,7 @@ CUgraph Capture::finish(bool throwing) {
     std::lock_guard lock(registry_mutex);
     auto it = registry().find(c->id);
     if (it != registry().end() && it->second == c) registry().erase(it);
+    std::erase_if(recorded_in_capture(), [c](const auto& entry) { return entry.second == c; });
   }
   if (c->owner == std::this_thread::get_id() || c->mode == CaptureMode::relaxed) count_capture(c->mode, -1);
   else active_captures.fetch_sub(1, std::memory_order_acq_rel);

@@ -48,8 +48,13 @@ void EventRef::record(StreamRef stream) const {
   stream.require_handle("cuEventRecord");
   Resource res = event_resource(handle_, device_);
   check_not_poisoned("cuEventRecord", res);
-  if (detail::active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]]
-    detail::check_capturing_thread(detail::stream_state_of(stream), "cuEventRecord");  // DESIGN 9
+  if (detail::active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    detail::StreamState* s = detail::stream_state_of(stream);
+    detail::check_capturing_thread(s, "cuEventRecord");  // DESIGN 9
+    check(cu.EventRecord(handle_, stream.handle()), "cuEventRecord", res);
+    detail::note_event_record(s, handle_);  // a stream that waits on it may join a capture
+    return;
+  }
   check(cu.EventRecord(handle_, stream.handle()), "cuEventRecord", res);
 }
 

@@ -47,11 +47,23 @@ void capture_use(void* capture, Allocation* allocation, StreamRef stream, Access
 /// is capturing, refuses what cannot be captured.
 void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, StreamState* from_state);
 
-/// Before a stream that is not capturing waits for an event while captures are in
-/// progress: records its capture fence, in case the wait makes it join a capture.
-void before_event_wait(StreamRef stream, StreamState* state);
-/// After that wait: if the driver now says the stream is in a cudakit capture, joins it.
-void after_event_wait(StreamRef stream, StreamState* state);
+/// An event was just recorded on `stream` while captures are in progress: remembers
+/// whether it was recorded inside this thread's capture (a stream that waits on it then
+/// joins that capture, and before_event_wait marks it first).
+void note_event_record(StreamState* stream, CUevent event);
+
+/// Before a stream that is not capturing waits for `event` while captures are in
+/// progress: records its capture fence, in case the wait makes it join a capture. When
+/// `event` was recorded inside this thread's capture, the stream joins it now, before the
+/// driver's wait (decision 14: marked, then other threads' pins waited for), and that
+/// capture is returned; else null.
+void* before_event_wait(StreamRef stream, StreamState* state, CUevent event);
+/// The wait failed: undoes before_event_wait's join, if it made one.
+void undo_event_wait_join(StreamState* state, void* joined) noexcept;
+/// After the wait: checks a join made before it against the driver (an event handle
+/// reused since, or recorded again through the raw driver, joins nothing); otherwise, if
+/// the driver now says the stream is in a cudakit capture, joins it.
+void after_event_wait(StreamRef stream, StreamState* state, void* joined);
 
 /// `to` waits for what `from` has submitted that it can wait for: nothing when `from` is
 /// dead (its work completed), the capture fence when `from` is capturing (the work before

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "cudakit/event.hpp"
 #include "graph_fixture.hpp"
 
 namespace cudakit {
@@ -109,6 +110,54 @@ TEST_F(CaptureRaceTest, HandOffsFromAnotherThreadStayOutOfACaptureBegunMeanwhile
   EXPECT_EQ(using_failure, "");
   expect_no_capture_left(s);
   s.synchronize();
+}
+
+// A stream that joins the capture by waiting on an event recorded inside it (a fork) is
+// marked before the driver's wait makes it capture, like the capture's own stream.
+TEST_F(CaptureRaceTest, FreesFromAnotherThreadStayOutOfAStreamJoiningTheCaptureThroughAnEvent) {
+  Stream s(dev()), joining(dev());
+  DeviceBuffer<float> mine(s, 16, zeroed), side(joining, 16, zeroed);
+  Event forked(dev());
+  auto theirs = buffers_used_on(joining);
+  fake().delay(EntryId::MemFreeAsync, call_delay);
+
+  std::atomic<bool> done{false};
+  std::string freeing_failure;
+  std::thread freeing([&] {
+    try {
+      while (!theirs.empty()) theirs.pop_back();  // each free names `joining`
+    } catch (const std::exception& e) {
+      freeing_failure = e.what();
+    }
+    done = true;
+  });
+  std::string capture_failure;
+  try {
+    for (int i = 0; i < 20 || !done.load(); ++i) {
+      Graph g = capture_nonempty(s, [&] {
+        fill(mine, s, static_cast<float>(i));
+        forked.record(s);
+        joining.wait(forked);  // joins the capture
+        fill(side, joining, static_cast<float>(i));
+        s.wait(joining);       // and back
+      });
+      if (g.node_count() != 2) {
+        capture_failure = "capture " + std::to_string(i) + " holds " + std::to_string(g.node_count()) +
+                          " nodes: another thread's work landed in it";
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    capture_failure = std::string("the capturing thread: ") + e.what();
+  }
+  freeing.join();
+  fake().delay(EntryId::MemFreeAsync, {});
+  EXPECT_EQ(capture_failure, "");
+  EXPECT_EQ(freeing_failure, "");
+  expect_no_capture_left(s);
+  EXPECT_EQ(StreamRef(joining).state()->capture.load(), nullptr);
+  s.synchronize();
+  joining.synchronize();
 }
 
 }  // namespace

@@ -129,6 +129,34 @@ TEST_F(CaptureTest, DriverErrorInsideTheWorkBecomesACaptureErrorAndTheScopeClean
   expect_no_capture_left(s);
 }
 
+// A stream that waits on an event recorded inside this thread's capture is marked as
+// joining before the wait (design.md decision 14). The driver has the last word: an event
+// recorded again since, outside the capture (here through the raw driver), joins nothing,
+// and a wait that fails joins nothing either.
+TEST_F(CaptureTest, AStreamMarkedBeforeAnEventWaitIsUnmarkedWhenTheDriverDidNotJoinIt) {
+  Stream s(dev()), outside(dev()), waiting(dev());
+  DeviceBuffer<float> x(s, 64, zeroed);
+  Event e(dev());
+  Capture scope(s);
+  fill(x, s, 1.0f);
+  e.record(s);  // inside the capture
+  ASSERT_EQ(driver::cu.EventRecord(e.handle(), outside.handle()), CUDA_SUCCESS);  // and again outside it
+  waiting.wait(e);
+  EXPECT_EQ(StreamRef(waiting).state()->capture.load(), nullptr);
+  EXPECT_FALSE(is_capturing(waiting));
+
+  e.record(s);  // inside again
+  fake().fail(EntryId::StreamWaitEvent, waits() + 1, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_THROW(waiting.wait(e), DriverError);
+  EXPECT_EQ(StreamRef(waiting).state()->capture.load(), nullptr);
+  EXPECT_FALSE(is_capturing(waiting));
+
+  std::optional<Graph> g = scope.end();
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->node_count(), 1u);
+  expect_no_capture_left(s);
+}
+
 TEST_F(CaptureTest, EveryDriverCaptureErrorHasAnExplanation) {
   for (int code = 900; code <= 908; ++code) {
     auto r = static_cast<CUresult>(code);
