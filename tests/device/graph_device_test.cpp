@@ -216,6 +216,31 @@ TEST_F(GraphGpuTest, ForkAndJoinInsideACaptureBecomeGraphEdges) {
   EXPECT_EQ(result[n - 1], 15.0f);
 }
 
+// The same through events recorded inside the capture: the waiting stream is marked as
+// joining before the driver's wait (design.md decision 14), and the driver confirms it.
+TEST_F(GraphGpuTest, ForkAndJoinThroughRecordedEventsBecomeGraphEdges) {
+  Stream a(device()), b(device()), launch_on(device());
+  DeviceBuffer<float> x(a, n, zeroed), y(a, n, zeroed), z(a, n, zeroed);
+  Event forked(device()), joined(device());
+  Graph g = capture_nonempty(a, [&] {
+    scale_offset(x, x, 0.0f, 5.0f, a);  // x = 5 on a
+    forked.record(a);
+    b.wait(forked);                     // fork: b joins the capture
+    EXPECT_TRUE(is_capturing(b));
+    spin(b, spin_cycles(20));
+    scale_offset(x, y, 2.0f, 0.0f, b);  // y = 2x on b
+    joined.record(b);
+    a.wait(joined);                     // join
+    add(x, y, z, a);                    // z = x + y on a
+  });
+  EXPECT_FALSE(is_capturing(b));
+  GraphExec exec = g.instantiate();
+  exec.launch(launch_on);
+  auto result = download(z, launch_on);
+  EXPECT_EQ(result[0], 15.0f);
+  EXPECT_EQ(result[n - 1], 15.0f);
+}
+
 TEST_F(GraphGpuTest, ConcurrentCapturesOnSeparateThreadsAndStreams) {
   constexpr int workers = 4;
   std::vector<std::thread> pool;
