@@ -26,6 +26,7 @@ namespace {
 using driver::EntryId;
 
 constexpr int buffer_count = 300;  // the other thread's frees or hand-offs
+constexpr int at_least = 20;       // captures, however fast the other thread is done
 constexpr auto call_delay = std::chrono::microseconds(100);
 
 class CaptureRaceTest : public testing::GraphTestBase {
@@ -40,21 +41,40 @@ class CaptureRaceTest : public testing::GraphTestBase {
     return v;
   }
 
-  // Captures one memset of `mine` on `s` again and again until `done`; "" when every
-  // graph held exactly that node, else what went wrong. At least `at_least` captures.
-  static std::string capture_until(StreamRef s, DeviceBuffer<float>& mine, const std::atomic<bool>& done,
-                                   int at_least) {
+  // Runs `other_thread()` on another thread, with the fake sleeping `call_delay` inside
+  // every call of `delayed`, while this thread captures `capture_work(i)` on `s` again and
+  // again until the other thread is done. Every graph must hold `nodes` nodes: one more
+  // is another thread's work that landed in it. Expects no failure on either side.
+  template <class OtherThread, class CaptureWork>
+  void race(EntryId delayed, OtherThread other_thread, StreamRef s, std::size_t nodes, CaptureWork capture_work) {
+    fake().delay(delayed, call_delay);
+    std::atomic<bool> done{false};
+    std::string other_failure, capture_failure;
+    std::thread other([&] {
+      try {
+        other_thread();
+      } catch (const std::exception& e) {
+        other_failure = e.what();
+      }
+      done = true;
+    });
     try {
       for (int i = 0; i < at_least || !done.load(); ++i) {
-        Graph g = capture_nonempty(s, [&] { fill(mine, s, static_cast<float>(i)); });
-        if (g.node_count() != 1)
-          return "capture " + std::to_string(i) + " holds " + std::to_string(g.node_count()) +
-                 " nodes: another thread's work landed in it";
+        Graph g = capture_nonempty(s, [&] { capture_work(i); });
+        if (g.node_count() != nodes) {
+          capture_failure = "capture " + std::to_string(i) + " holds " + std::to_string(g.node_count()) +
+                            " nodes: another thread's work landed in it";
+          break;
+        }
       }
     } catch (const std::exception& e) {
-      return std::string("the capturing thread: ") + e.what();
+      capture_failure = std::string("the capturing thread: ") + e.what();
     }
-    return {};
+    other.join();
+    fake().delay(delayed, {});
+    EXPECT_EQ(capture_failure, "");
+    EXPECT_EQ(other_failure, "");
+    expect_no_capture_left(s);
   }
 };
 
@@ -62,24 +82,9 @@ TEST_F(CaptureRaceTest, FreesFromAnotherThreadStayOutOfACaptureBegunMeanwhile) {
   Stream s(dev());
   DeviceBuffer<float> mine(s, 16, zeroed);
   auto theirs = buffers_used_on(s);
-  fake().delay(EntryId::MemFreeAsync, call_delay);
-
-  std::atomic<bool> done{false};
-  std::string freeing_failure;
-  std::thread freeing([&] {
-    try {
-      while (!theirs.empty()) theirs.pop_back();  // each free names `s`, the buffer's stream
-    } catch (const std::exception& e) {
-      freeing_failure = e.what();
-    }
-    done = true;
-  });
-  std::string capture_failure = capture_until(s, mine, done, 20);
-  freeing.join();
-  fake().delay(EntryId::MemFreeAsync, {});
-  EXPECT_EQ(capture_failure, "");
-  EXPECT_EQ(freeing_failure, "");
-  expect_no_capture_left(s);
+  race(
+      EntryId::MemFreeAsync, [&] { while (!theirs.empty()) theirs.pop_back(); },  // each free names `s`
+      s, 1, [&](int i) { fill(mine, s, static_cast<float>(i)); });
   s.synchronize();
 }
 
@@ -87,28 +92,16 @@ TEST_F(CaptureRaceTest, HandOffsFromAnotherThreadStayOutOfACaptureBegunMeanwhile
   Stream s(dev());
   DeviceBuffer<float> mine(s, 16, zeroed);
   auto theirs = buffers_used_on(s);
-  fake().delay(EntryId::EventRecord, call_delay);
-
-  std::atomic<bool> done{false};
-  std::string using_failure;
-  std::thread using_thread([&] {
-    try {
-      Stream t(dev());
-      // A write on t after the write on s: t waits for s (an event recorded on s).
-      for (auto& b : theirs) fill(b, t, -1.0f);
-      t.synchronize();
-      theirs.clear();
-    } catch (const std::exception& e) {
-      using_failure = e.what();
-    }
-    done = true;
-  });
-  std::string capture_failure = capture_until(s, mine, done, 20);
-  using_thread.join();
-  fake().delay(EntryId::EventRecord, {});
-  EXPECT_EQ(capture_failure, "");
-  EXPECT_EQ(using_failure, "");
-  expect_no_capture_left(s);
+  race(
+      EntryId::EventRecord,
+      [&] {
+        Stream t(dev());
+        // A write on t after the write on s: t waits for s (an event recorded on s).
+        for (auto& b : theirs) fill(b, t, -1.0f);
+        t.synchronize();
+        theirs.clear();
+      },
+      s, 1, [&](int i) { fill(mine, s, static_cast<float>(i)); });
   s.synchronize();
 }
 
@@ -119,42 +112,15 @@ TEST_F(CaptureRaceTest, FreesFromAnotherThreadStayOutOfAStreamJoiningTheCaptureT
   DeviceBuffer<float> mine(s, 16, zeroed), side(joining, 16, zeroed);
   Event forked(dev());
   auto theirs = buffers_used_on(joining);
-  fake().delay(EntryId::MemFreeAsync, call_delay);
-
-  std::atomic<bool> done{false};
-  std::string freeing_failure;
-  std::thread freeing([&] {
-    try {
-      while (!theirs.empty()) theirs.pop_back();  // each free names `joining`
-    } catch (const std::exception& e) {
-      freeing_failure = e.what();
-    }
-    done = true;
-  });
-  std::string capture_failure;
-  try {
-    for (int i = 0; i < 20 || !done.load(); ++i) {
-      Graph g = capture_nonempty(s, [&] {
+  race(
+      EntryId::MemFreeAsync, [&] { while (!theirs.empty()) theirs.pop_back(); },  // each free names `joining`
+      s, 2, [&](int i) {
         fill(mine, s, static_cast<float>(i));
         forked.record(s);
         joining.wait(forked);  // joins the capture
         fill(side, joining, static_cast<float>(i));
-        s.wait(joining);       // and back
+        s.wait(joining);  // and back
       });
-      if (g.node_count() != 2) {
-        capture_failure = "capture " + std::to_string(i) + " holds " + std::to_string(g.node_count()) +
-                          " nodes: another thread's work landed in it";
-        break;
-      }
-    }
-  } catch (const std::exception& e) {
-    capture_failure = std::string("the capturing thread: ") + e.what();
-  }
-  freeing.join();
-  fake().delay(EntryId::MemFreeAsync, {});
-  EXPECT_EQ(capture_failure, "");
-  EXPECT_EQ(freeing_failure, "");
-  expect_no_capture_left(s);
   EXPECT_EQ(StreamRef(joining).state()->capture.load(), nullptr);
   s.synchronize();
   joining.synchronize();

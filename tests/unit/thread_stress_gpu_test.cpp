@@ -157,6 +157,22 @@ class ThreadStressGpu : public testing::MemoryTest {
     EXPECT_TRUE(hazards.empty()) << hazards.size() << " unordered accesses, first: " << hazards.front().description;
   }
 
+  // Each of 16 threads runs its rounds on two streams of its own, all reading one shared
+  // buffer uploaded with `seed`'s data.
+  void on_streams_of_their_own(unsigned seed, CaptureOn capture_at) {
+    Stream setup(Device::get(0));
+    std::minstd_rand rng(seed);
+    auto host_shared_x = small_integers(rng, shared_elements);
+    const DeviceBuffer<float> shared_x = upload(setup, host_shared_x);
+    on_sixteen_threads([&](std::minstd_rand& r) -> std::string {
+      Stream own(Device::get(0)), other(Device::get(0));
+      for (int i = 0; i < rounds; ++i)
+        if (auto e = round(own, other, shared_x, host_shared_x, r, capture_at); !e.empty()) return e;
+      own.synchronize();
+      return {};
+    });
+  }
+
   Module module_;
   Kernel<SaxpySig> saxpy_;
   Kernel<FillSig> fill_;
@@ -177,34 +193,14 @@ TEST_F(ThreadStressGpu, SixteenThreadsLaunchCopyAndCaptureThroughOneSharedGpu) {
 }
 
 TEST_F(ThreadStressGpu, SixteenThreadsLaunchCopyAndCaptureOnStreamsOfTheirOwn) {
-  Stream setup(Device::get(0));
-  std::minstd_rand rng(8);
-  auto host_shared_x = small_integers(rng, shared_elements);
-  const DeviceBuffer<float> shared_x = upload(setup, host_shared_x);
-  on_sixteen_threads([&](std::minstd_rand& r) -> std::string {
-    Stream own(Device::get(0)), other(Device::get(0));
-    for (int i = 0; i < rounds; ++i)
-      if (auto e = round(own, other, shared_x, host_shared_x, r); !e.empty()) return e;
-    own.synchronize();
-    return {};
-  });
+  on_streams_of_their_own(8, CaptureOn::new_stream);
 }
 
 // Captures on streams that other threads' frees may reach (graph buffers are released by
 // whichever thread reaches a safe point next): docs/design.md decision 14. The targeted
 // form of this race, which fails without the fix, is capture_race_test.cpp.
 TEST_F(ThreadStressGpu, SixteenThreadsCaptureOnStreamsTheirBuffersWereUsedOn) {
-  Stream setup(Device::get(0));
-  std::minstd_rand rng(9);
-  auto host_shared_x = small_integers(rng, shared_elements);
-  const DeviceBuffer<float> shared_x = upload(setup, host_shared_x);
-  on_sixteen_threads([&](std::minstd_rand& r) -> std::string {
-    Stream own(Device::get(0)), other(Device::get(0));
-    for (int i = 0; i < rounds; ++i)
-      if (auto e = round(own, other, shared_x, host_shared_x, r, CaptureOn::used_stream); !e.empty()) return e;
-    own.synchronize();
-    return {};
-  });
+  on_streams_of_their_own(9, CaptureOn::used_stream);
 }
 
 }  // namespace
