@@ -296,16 +296,15 @@ void undo_event_wait_join(StreamState* state, void* joined) noexcept {
 }
 
 void after_event_wait(StreamRef stream, StreamState* state, void* joined) {
+  if (joined == nullptr && state->capture.load(std::memory_order_acquire) != nullptr) return;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t id = 0;
-  if (joined != nullptr) {
-    auto* c = static_cast<CaptureState*>(joined);
-    CUresult r = cu.StreamGetCaptureInfo(stream.handle(), &status, &id, nullptr, nullptr, nullptr);
-    if (r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE || id != c->id) leave(c, state);
-    return;
-  }
-  if (state->capture.load(std::memory_order_acquire) != nullptr) return;
   CUresult r = cu.StreamGetCaptureInfo(stream.handle(), &status, &id, nullptr, nullptr, nullptr);
+  if (joined != nullptr) {
+    auto* marked = static_cast<CaptureState*>(joined);
+    if (r == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_ACTIVE && id == marked->id) return;  // confirmed
+    leave(marked, state);  // the driver joined it to no capture, or to another one (found below)
+  }
   if (r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return;
   CaptureState* c = nullptr;
   {
