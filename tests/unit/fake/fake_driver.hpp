@@ -5,6 +5,7 @@
 //   it is submitted, host callbacks too).
 // - Every handle goes through a ledger: a leak or a double destroy fails the test.
 // - Faults are scripted: "fail the 3rd cuEventRecord with CUDA_ERROR_OUT_OF_MEMORY".
+// - Calls can be slowed (delay()), to widen the window of a race between threads.
 // - Every call is counted and logged, so tests can assert "no event was recorded" and
 //   the fault sweep can fail each call an operation makes, one at a time.
 // - An ordering model (vector clocks per stream, snapshots in events) checks that every
