@@ -270,11 +270,13 @@ void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, S
 }
 
 void note_event_record(StreamState* stream, CUevent event) {
+  // Only records inside this thread's capture take the lock. An entry left behind by a
+  // later record outside the capture costs one needless mark, which after_event_wait
+  // undoes when the driver does not confirm the join.
   auto* c = static_cast<CaptureState*>(stream->capture.load(std::memory_order_acquire));
-  const bool ours = c != nullptr && stream->capture_owner.load(std::memory_order_acquire) == std::this_thread::get_id();
+  if (c == nullptr || stream->capture_owner.load(std::memory_order_acquire) != std::this_thread::get_id()) return;
   std::lock_guard lock(registry_mutex);
-  if (ours) recorded_in_capture()[event] = c;
-  else recorded_in_capture().erase(event);
+  recorded_in_capture()[event] = c;
 }
 
 void* before_event_wait(StreamRef, StreamState* state, CUevent event) {

@@ -47,9 +47,9 @@ void capture_use(void* capture, Allocation* allocation, StreamRef stream, Access
 /// is capturing, refuses what cannot be captured.
 void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, StreamState* from_state);
 
-/// An event was just recorded on `stream` while captures are in progress: remembers
-/// whether it was recorded inside this thread's capture (a stream that waits on it then
-/// joins that capture, and before_event_wait marks it first).
+/// An event was just recorded on `stream` while captures are in progress: when that was
+/// inside this thread's capture, remembers it (a stream that waits on it then joins that
+/// capture, and before_event_wait marks it first).
 void note_event_record(StreamState* stream, CUevent event);
 
 /// Before a stream that is not capturing waits for `event` while captures are in
