@@ -23,7 +23,7 @@
 //     access to it (pinned_buffer.hpp). cudakit knows these ranges itself; it asks the
 //     driver nothing on the copy path.
 //   - Anything else is pageable and goes through cudakit's page-locked staging buffers
-//     (src/detail/staging.hpp):
+//     (src/memory/staging.hpp):
 //       * host -> device: the source has been read completely when copy() returns, so
 //         the caller may reuse or free it at once; the device side stays asynchronous.
 //       * device -> host with copy(): asynchronous; a host callback on the stream fills

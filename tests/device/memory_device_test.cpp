@@ -53,7 +53,7 @@ std::vector<T> random_values(std::size_t n, unsigned seed) {
   return v;
 }
 
-// cudakit's staging buffers for pageable copies (src/detail/staging.hpp): 16 of 1 MiB
+// cudakit's staging buffers for pageable copies (src/memory/staging.hpp): 16 of 1 MiB
 // per device. The sizes below straddle them.
 constexpr std::size_t staging_chunk_bytes = std::size_t(1) << 20;
 constexpr std::size_t staging_max_chunks = 16;

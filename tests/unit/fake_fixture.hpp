@@ -11,7 +11,7 @@
 #include "cudakit/context.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
-#include "detail/device_state.hpp"
+#include "device/device_state.hpp"
 #include "fake_driver.hpp"
 
 namespace cudakit::testing {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "cudakit/error.hpp"
-#include "detail/device_state.hpp"
+#include "device/device_state.hpp"
 
 namespace cudakit::testing::sweep {
 

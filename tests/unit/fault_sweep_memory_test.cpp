@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cudakit/cudakit.hpp"
-#include "detail/staging.hpp"
+#include "memory/staging.hpp"
 #include "fault_sweep.hpp"
 
 namespace cudakit {

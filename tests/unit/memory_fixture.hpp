@@ -13,7 +13,7 @@
 #include "cudakit/memory_pool.hpp"
 #include "cudakit/peer_access.hpp"
 #include "cudakit/pinned_buffer.hpp"
-#include "detail/staging.hpp"
+#include "memory/staging.hpp"
 #include "fake_fixture.hpp"
 
 namespace cudakit::testing {

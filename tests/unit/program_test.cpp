@@ -16,7 +16,7 @@
 #include "cudakit/program.hpp"
 #include "fake_fixture.hpp"
 #include "fake_modules.hpp"
-#include "nvrtc/nvrtc.hpp"
+#include "driver/nvrtc.hpp"
 
 namespace cudakit {
 namespace {

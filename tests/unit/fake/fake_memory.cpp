@@ -10,7 +10,7 @@
 #include <cstring>
 #include <new>
 
-#include "detail/staging.hpp"
+#include "memory/staging.hpp"
 #include "fake_driver.hpp"
 
 namespace cudakit::fake {

@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "cudakit/driver.hpp"
-#include "detail/device_names.hpp"
+#include "device/device_names.hpp"
 
 namespace cudakit {
 

@@ -7,8 +7,8 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/program.hpp"
-#include "detail/device_state.hpp"
-#include "detail/module_loading.hpp"
+#include "device/device_state.hpp"
+#include "launch/module_loading.hpp"
 
 namespace cudakit {
 

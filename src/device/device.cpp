@@ -7,10 +7,10 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
-#include "detail/deferred.hpp"
-#include "detail/device_names.hpp"
-#include "detail/device_state.hpp"
-#include "detail/memory_testing.hpp"
+#include "stream/deferred.hpp"
+#include "device/device_names.hpp"
+#include "device/device_state.hpp"
+#include "memory/memory_testing.hpp"
 
 namespace cudakit {
 

@@ -1,5 +1,5 @@
 // Forgetting the memory layer's per-device state between unit tests (detail/memory_testing.hpp).
-#include "detail/memory_testing.hpp"
+#include "memory/memory_testing.hpp"
 
 namespace cudakit::detail {
 

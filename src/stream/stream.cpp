@@ -8,10 +8,10 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
-#include "detail/capture_state.hpp"
-#include "detail/device_state.hpp"
-#include "detail/event_pool.hpp"
-#include "detail/graph_resources.hpp"
+#include "graph/capture_state.hpp"
+#include "device/device_state.hpp"
+#include "stream/event_pool.hpp"
+#include "graph/graph_resources.hpp"
 
 namespace cudakit {
 

@@ -25,10 +25,10 @@
 #include "cudakit/error.hpp"
 #include "cudakit/kernel.hpp"
 #include "cudakit/memory_pool.hpp"
-#include "detail/capture_state.hpp"
-#include "detail/deferred.hpp"
-#include "detail/device_state.hpp"
-#include "detail/event_pool.hpp"
+#include "graph/capture_state.hpp"
+#include "stream/deferred.hpp"
+#include "device/device_state.hpp"
+#include "stream/event_pool.hpp"
 
 namespace cudakit {
 

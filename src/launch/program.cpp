@@ -12,7 +12,7 @@
 #include <sstream>
 #include <system_error>
 
-#include "nvrtc/nvrtc.hpp"
+#include "driver/nvrtc.hpp"
 
 namespace cudakit {
 

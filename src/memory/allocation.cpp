@@ -7,11 +7,11 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
-#include "detail/capture_state.hpp"
-#include "detail/deferred.hpp"
-#include "detail/device_state.hpp"
-#include "detail/event_pool.hpp"
-#include "detail/host_ranges.hpp"
+#include "graph/capture_state.hpp"
+#include "stream/deferred.hpp"
+#include "device/device_state.hpp"
+#include "stream/event_pool.hpp"
+#include "memory/host_ranges.hpp"
 
 namespace cudakit::detail {
 

@@ -30,8 +30,8 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
-#include "detail/deferred.hpp"
-#include "detail/graph_resources.hpp"
+#include "stream/deferred.hpp"
+#include "graph/graph_resources.hpp"
 
 namespace cudakit::detail {
 

@@ -13,7 +13,7 @@
 #include "cudakit/capture.hpp"
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/detail/stream_state.hpp"
-#include "detail/graph_resources.hpp"
+#include "graph/graph_resources.hpp"
 
 namespace cudakit::detail {
 

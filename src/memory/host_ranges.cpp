@@ -1,5 +1,5 @@
 // The registry of page-locked host ranges (detail/host_ranges.hpp).
-#include "detail/host_ranges.hpp"
+#include "memory/host_ranges.hpp"
 
 #include <atomic>
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The staging buffers behind pageable copies (detail/staging.hpp).
-#include "detail/staging.hpp"
+#include "memory/staging.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -13,9 +13,9 @@
 #include "cudakit/context.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
-#include "detail/device_state.hpp"
-#include "detail/memory_testing.hpp"
-#include "detail/out_of_memory.hpp"
+#include "device/device_state.hpp"
+#include "memory/memory_testing.hpp"
+#include "memory/out_of_memory.hpp"
 
 namespace cudakit::detail {
 

@@ -7,8 +7,8 @@
 #include "cudakit/context.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
-#include "detail/device_state.hpp"
-#include "detail/memory_testing.hpp"
+#include "device/device_state.hpp"
+#include "memory/memory_testing.hpp"
 
 namespace cudakit {
 

@@ -1,4 +1,4 @@
-#include "detail/module_loading.hpp"
+#include "launch/module_loading.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -12,9 +12,9 @@
 
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
-#include "detail/deferred.hpp"
-#include "detail/device_state.hpp"
-#include "detail/graph_resources.hpp"
+#include "stream/deferred.hpp"
+#include "device/device_state.hpp"
+#include "graph/graph_resources.hpp"
 
 namespace cudakit {
 

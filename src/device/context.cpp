@@ -3,7 +3,7 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
-#include "detail/device_state.hpp"
+#include "device/device_state.hpp"
 
 namespace cudakit {
 

@@ -3,9 +3,9 @@
 
 #include "cudakit/context.hpp"
 #include "cudakit/driver.hpp"
-#include "detail/device_state.hpp"
-#include "detail/host_ranges.hpp"
-#include "detail/out_of_memory.hpp"
+#include "device/device_state.hpp"
+#include "memory/host_ranges.hpp"
+#include "memory/out_of_memory.hpp"
 
 namespace cudakit::detail {
 

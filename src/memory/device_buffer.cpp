@@ -5,10 +5,10 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/memory_pool.hpp"
-#include "detail/capture_state.hpp"
-#include "detail/deferred.hpp"
-#include "detail/device_state.hpp"
-#include "detail/out_of_memory.hpp"
+#include "graph/capture_state.hpp"
+#include "stream/deferred.hpp"
+#include "device/device_state.hpp"
+#include "memory/out_of_memory.hpp"
 
 namespace cudakit::detail {
 

@@ -12,9 +12,9 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/peer_access.hpp"
-#include "detail/device_state.hpp"
-#include "detail/host_ranges.hpp"
-#include "detail/staging.hpp"
+#include "device/device_state.hpp"
+#include "memory/host_ranges.hpp"
+#include "memory/staging.hpp"
 
 namespace cudakit::detail {
 

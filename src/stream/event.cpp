@@ -7,9 +7,9 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/stream.hpp"
-#include "detail/capture_state.hpp"
-#include "detail/device_state.hpp"
-#include "detail/event_pool.hpp"
+#include "graph/capture_state.hpp"
+#include "device/device_state.hpp"
+#include "stream/event_pool.hpp"
 
 namespace cudakit {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cudakit/program.hpp"
-#include "nvrtc/nvrtc.hpp"
+#include "driver/nvrtc.hpp"
 
 namespace cudakit::nvrtc {
 

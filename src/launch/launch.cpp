@@ -4,7 +4,7 @@
 
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
-#include "detail/module_loading.hpp"
+#include "launch/module_loading.hpp"
 
 namespace cudakit {
 
