@@ -6,6 +6,7 @@
 #include "cudakit/copy.hpp"
 #include "cudakit/device.hpp"
 #include "cudakit/device_buffer.hpp"
+#include "cudakit/declared_work.hpp"
 #include "cudakit/device_span.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
