@@ -128,13 +128,4 @@ void require(EntryId id, const char* feature);
 /// "13.0" from 13000.
 std::string version_string(int version);
 
-namespace testing {
-/// Replaces the driver with a table of entry pointers (a fake driver in unit tests).
-/// A null pointer makes that entry missing. `driver_version` is what version() reports.
-void install(void* const (&entries)[entry_count], int driver_version);
-/// Forgets any installed table and any loaded library, so the next call loads again
-/// (from CUDAKIT_LIBCUDA or libcuda.so.1). For loader tests.
-void reset();
-}  // namespace testing
-
 }  // namespace cudakit::driver

@@ -251,6 +251,13 @@ class GraphUpdateError : public Error {
   CUgraphNode node_, from_node_;
 };
 
+/// No NVRTC library could be loaded (or it is too old).
+class CompilerUnavailable : public Error {
+ public:
+  /// what() is the whole message: every place looked.
+  using Error::Error;
+};
+
 /// NVRTC failed to compile a program; log() is its complete log.
 class CompileError : public Error {
  public:
@@ -319,8 +326,6 @@ extern std::atomic<bool> poisoned_flags[max_devices];
 std::shared_ptr<const DriverError> poison_of(int device);
 /// Marks the device poisoned by this error, unless already poisoned (never overwritten).
 void poison(int device, std::shared_ptr<const DriverError> error);
-/// Clears every poison mark (unit tests only: a real poisoned context stays so).
-void clear_poison_for_testing();
 
 }  // namespace detail
 

@@ -40,12 +40,6 @@
 
 namespace cudakit {
 
-/// No NVRTC library could be loaded (or it is too old).
-class CompilerUnavailable : public Error {
- public:
-  using Error::Error;
-};
-
 /// What NVRTC produces.
 enum class ProgramOutput : std::uint8_t {
   cubin,  ///< machine code for one architecture (sm_XY); loads without a JIT

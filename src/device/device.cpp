@@ -7,10 +7,9 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
-#include "stream/deferred.hpp"
-#include "device/device_names.hpp"
 #include "device/device_state.hpp"
-#include "memory/memory_testing.hpp"
+#include "device/device_testing.hpp"
+#include "driver/device_names.hpp"
 
 namespace cudakit {
 
@@ -24,6 +23,20 @@ std::atomic<int> cached_device_count{-1};  // see Device::count
 // after the first use, since every stream, event and allocation asks for its device.
 std::mutex states_mutex;
 std::atomic<DeviceState*> states[max_devices];
+
+// Error messages name a device through this (set_device_name_reader): the name if it was
+// already queried, without a driver call or a new state.
+std::string device_name_for_messages(int ordinal) noexcept {
+  if (ordinal < 0 || ordinal >= max_devices) return {};
+  try {
+    DeviceState* s = states[ordinal].load(std::memory_order_acquire);
+    if (s == nullptr) return {};
+    std::lock_guard lock(s->name_mutex);
+    return s->name;
+  } catch (...) {
+    return {};
+  }
+}
 }  // namespace
 
 DeviceState& device_state(int ordinal) {
@@ -43,6 +56,7 @@ DeviceState& device_state(int ordinal) {
   std::lock_guard lock(states_mutex);
   DeviceState* s = states[ordinal].load(std::memory_order_relaxed);
   if (s == nullptr) {
+    set_device_name_reader(&device_name_for_messages);
     static std::atomic<std::uint64_t> generations{0};
     auto made = std::make_unique<DeviceState>();
     made->ordinal = ordinal;
@@ -94,8 +108,6 @@ CUstream service_stream(int ordinal) {
 void flush_thread_event_cache() noexcept;  // event.cpp
 
 void reset_device_states_for_testing() {
-  run_deferred_tasks();  // graph releases still queued belong to this driver
-  reset_memory_states_for_testing();  // staging buffers and pool settings first: they use the contexts
   flush_thread_event_cache();
   // Taken out under the lock, released outside it: a failed release parks an error
   // whose message names the device, which reads the states.
@@ -118,18 +130,6 @@ void reset_device_states_for_testing() {
   }
   cached_current_context = nullptr;
   cached_device_count.store(-1);
-}
-
-std::string device_name_for_messages(int ordinal) noexcept {
-  if (ordinal < 0 || ordinal >= max_devices) return {};
-  try {
-    DeviceState* s = states[ordinal].load(std::memory_order_acquire);
-    if (s == nullptr) return {};
-    std::lock_guard lock(s->name_mutex);
-    return s->name;
-  } catch (...) {
-    return {};
-  }
 }
 
 }  // namespace detail

@@ -57,9 +57,4 @@ DeviceState& device_state(int ordinal);
 /// The device's service stream (see DeviceState::service_stream).
 CUstream service_stream(int ordinal);
 
-/// Unit tests: forget every cache; the calling thread's cached hand-off events go back
-/// to their pools first (other threads' caches empty themselves when the threads end). (a new fake driver may describe other devices).
-/// Destroys pooled events and drops the library's context retains.
-void reset_device_states_for_testing();
-
 }  // namespace cudakit::detail

@@ -8,7 +8,7 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "device/device_state.hpp"
-#include "memory/memory_testing.hpp"
+#include "device/device_testing.hpp"
 
 namespace cudakit {
 

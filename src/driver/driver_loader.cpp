@@ -9,6 +9,7 @@
 
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "driver/driver_testing.hpp"
 
 namespace cudakit::driver {
 

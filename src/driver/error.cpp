@@ -1,10 +1,12 @@
 #include "cudakit/error.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 
 #include "cudakit/driver.hpp"
-#include "device/device_names.hpp"
+#include "driver/device_names.hpp"
+#include "driver/driver_testing.hpp"
 
 namespace cudakit {
 
@@ -66,9 +68,12 @@ const char* kind_name(ResourceKind kind) {
   return "resource";
 }
 
+std::atomic<detail::DeviceNameReader> device_name_reader{nullptr};
+
 std::string device_words(int device) {
   std::string s = "device " + std::to_string(device);
-  std::string name = detail::device_name_for_messages(device);
+  detail::DeviceNameReader read_name = device_name_reader.load(std::memory_order_acquire);
+  std::string name = read_name != nullptr ? read_name(device) : std::string();
   if (!name.empty()) s += " (" + name + ")";
   return s;
 }
@@ -251,6 +256,10 @@ void throw_poisoned(const char* call, const Resource& resource) {
 
 void throw_empty_handle(const char* what) {
   throw EmptyHandle(std::string("use of an empty ") + what + " (moved-from or default-constructed)");
+}
+
+void set_device_name_reader(DeviceNameReader reader) noexcept {
+  device_name_reader.store(reader, std::memory_order_release);
 }
 
 }  // namespace detail

@@ -35,7 +35,7 @@ struct Api {
 };
 
 /// Loads NVRTC on first use (thread-safe) and returns its entries. Throws
-/// CompilerUnavailable (program.hpp) when it cannot be found or lacks an entry.
+/// CompilerUnavailable (error.hpp) when it cannot be found or lacks an entry.
 const Api& api();
 
 /// "NVRTC_ERROR_COMPILATION" style text for a result.

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "cudakit/program.hpp"
+#include "cudakit/error.hpp"
 #include "driver/nvrtc.hpp"
 
 namespace cudakit::nvrtc {

@@ -1,4 +1,4 @@
-// Forgetting the memory layer's per-device state between unit tests (detail/memory_testing.hpp).
+// Forgetting the memory layer's per-device state between unit tests (memory_testing.hpp).
 #include "memory/memory_testing.hpp"
 
 namespace cudakit::detail {
@@ -6,7 +6,6 @@ namespace cudakit::detail {
 void reset_memory_states_for_testing() {
   reset_staging_for_testing();
   reset_pools_for_testing();
-  reset_peer_access_for_testing();
 }
 
 }  // namespace cudakit::detail

@@ -1,5 +1,5 @@
-// Internal: forgetting the memory layer's per-device state between unit tests (a new
-// fake driver may describe other devices). Called by reset_device_states_for_testing.
+// Internal, for the unit tests only: forgetting the memory layer's per-device state, so
+// that the next test may install a fake driver that describes other devices.
 #pragma once
 
 namespace cudakit::detail {
@@ -7,8 +7,7 @@ namespace cudakit::detail {
 /// All of the below.
 void reset_memory_states_for_testing();
 
-void reset_pools_for_testing();          // memory_pool.cpp
-void reset_staging_for_testing();        // staging.cpp: frees every staging buffer
-void reset_peer_access_for_testing();    // copy.cpp
+void reset_pools_for_testing();    // memory_pool.cpp: forgets the pools' settings
+void reset_staging_for_testing();  // staging.cpp: frees every staging buffer
 
 }  // namespace cudakit::detail

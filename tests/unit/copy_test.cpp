@@ -482,7 +482,7 @@ TEST_F(CopyTest, EveryFailingCallOfAStagedRoundTripLeavesNothingBehind) {
   };
   ASSERT_TRUE(operation());
   std::vector<EntryId> log = fake().log();
-  detail::reset_device_states_for_testing();
+  cudakit::testing::reset_library_state();
   std::map<EntryId, int> seen;
   int failed_runs = 0;
   for (EntryId id : log) {
@@ -504,7 +504,7 @@ TEST_F(CopyTest, EveryFailingCallOfAStagedRoundTripLeavesNothingBehind) {
       ++failed_runs;
     }
     fake().clear_faults();
-    detail::reset_device_states_for_testing();
+    cudakit::testing::reset_library_state();
     bool free_failed = false;
     for (const auto& p : drain_parked_errors())
       free_failed |= p.origin == "buffer free" || p.origin == "host memory free";

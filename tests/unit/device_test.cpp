@@ -165,7 +165,7 @@ TEST_F(TwoDevices, AttributeBeyondTheCacheGoesToTheDriverUncached) {
   EXPECT_EQ(fake().calls(EntryId::DeviceGetAttribute), 2);
 }
 
-// reset_device_states_for_testing parks a failed release instead of deadlocking on the
+// Resetting the library parks a failed release instead of deadlocking on the
 // device table while the parked message names the device.
 TEST_F(TwoDevices, FailedReleaseDuringResetIsParked) {
   expect_parked_errors();
@@ -174,7 +174,7 @@ TEST_F(TwoDevices, FailedReleaseDuringResetIsParked) {
     b.wait(a);  // leaves one event in the pool
   }
   fake().fail(EntryId::EventDestroy, 0, CUDA_ERROR_INVALID_VALUE);
-  detail::reset_device_states_for_testing();
+  cudakit::testing::reset_library_state();
   fake().clear_faults();
   auto parked = drain_parked_errors();
   ASSERT_EQ(parked.size(), 1u);

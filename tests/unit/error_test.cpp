@@ -280,7 +280,7 @@ TEST_F(PoisonTest, DestructorsOnAPoisonedDeviceNeitherThrowNorHangAndParkTheOrig
     poison(s);
     // Leaving the scope destroys them while the driver fails every call.
   }
-  detail::reset_device_states_for_testing();  // the pooled event and the library's retain
+  cudakit::testing::reset_library_state();  // the pooled event and the library's retain
   auto parked = drain_parked_errors();
   std::multiset<std::string> origins;
   for (const auto& p : parked) {

@@ -12,7 +12,9 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "device/device_state.hpp"
+#include "driver/driver_testing.hpp"
 #include "fake_driver.hpp"
+#include "library_reset.hpp"
 
 namespace cudakit::testing {
 
@@ -34,7 +36,7 @@ class FakeDriverTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    detail::reset_device_states_for_testing();
+    cudakit::testing::reset_library_state();
     auto problems = fake_->ledger_problems();
     EXPECT_TRUE(problems.empty()) << "the fake driver's ledger:\n" << join_lines(problems);
     if (check_hazards_) {

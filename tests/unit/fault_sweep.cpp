@@ -12,6 +12,8 @@
 
 #include "cudakit/error.hpp"
 #include "device/device_state.hpp"
+#include "driver/driver_testing.hpp"
+#include "library_reset.hpp"
 
 namespace cudakit::testing::sweep {
 
@@ -227,7 +229,7 @@ void check_ledger(fake::Driver& fake, std::vector<std::string>& problems, const 
 void finish(std::unique_ptr<Scene>& scene, fake::Driver& fake, std::vector<std::string>& problems,
             const std::string& label) {
   scene.reset();
-  detail::reset_device_states_for_testing();
+  cudakit::testing::reset_library_state();
   auto parked = drain_parked_errors();
   if (!parked.empty()) problems.push_back(label + ": errors parked during cleanup:" + parked_lines(parked));
   check_ledger(fake, problems, label);
@@ -430,7 +432,7 @@ std::vector<EntryId> calls_of(const Operation& op) {
     calls = fresh.fake().log();
   }
   // Reset before throwing too: state left behind would break the next operation's test.
-  detail::reset_device_states_for_testing();
+  cudakit::testing::reset_library_state();
   drain_parked_errors();
   if (o.kind != Outcome::completed) throw std::runtime_error(op.name + " fails without a fault: it " + o.describe());
   return calls;

@@ -28,7 +28,7 @@
 // run again succeeds) or cleanly dead (sticky codes: it throws ContextPoisoned carrying
 // the original error, before any driver call but device queries and releases, DESIGN 7);
 // nothing leaks (the fake's ledger and its primary-context retains, after the objects
-// are gone and reset_device_states_for_testing()); nothing crashes or hangs (a
+// are gone and reset_library_state()); nothing crashes or hangs (a
 // watchdog aborts a run that takes more than a minute, naming it).
 //
 // A second pass runs every operation on a device that an unrelated sticky error

@@ -45,7 +45,7 @@ std::vector<float>& fresh_host(Scene& s) {
 }
 
 // Small staging buffers for the operation's scope, so a small pageable copy takes
-// several of them (and waits for one to come back). reset_device_states_for_testing()
+// several of them (and waits for one to come back). reset_library_state()
 // restores the defaults at the end of every run too.
 struct SmallStaging {
   SmallStaging() { detail::set_staging_limits_for_testing(64, 2); }

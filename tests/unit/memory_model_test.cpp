@@ -171,7 +171,7 @@ class MemoryModelTest : public testing::MemoryTest, public ::testing::WithParamI
     slots.clear();
     pinned.clear();
     streams.clear();
-    detail::reset_device_states_for_testing();  // frees staging buffers and pooled events
+    cudakit::testing::reset_library_state();  // frees staging buffers and pooled events
     EXPECT_EQ(fake().live("event"), 0u) << "no event leaked";
     EXPECT_EQ(fake().live("pinned host memory"), 0u);
     EXPECT_EQ(fake().live("device memory"), 0u);
@@ -389,7 +389,7 @@ class LaunchGraphModelTest : public testing::MemoryTest, public ::testing::WithP
     saxpy = {};  // a kernel keeps its module loaded
     fill_k = {};
     module_ = {};
-    detail::reset_device_states_for_testing();
+    cudakit::testing::reset_library_state();
     EXPECT_EQ(fake().live("event"), 0u) << "no event leaked";
     EXPECT_EQ(fake().live("device memory"), 0u) << "no buffer leaked (graphs release theirs)";
     EXPECT_EQ(fake().live("graph"), 0u);

@@ -153,7 +153,7 @@ TEST_F(PoisonScenarioTest, TheFaultNamesTheKernelAndEveryLaterCallFailsBeforeThe
     // Leaving the scope destroys the executable, graph, buffers, pinned memory, event,
     // streams and module while the driver fails every call: nothing throws or hangs.
   }
-  detail::reset_device_states_for_testing();  // the pools, staging, event pool, library retain
+  cudakit::testing::reset_library_state();  // the pools, staging, event pool, library retain
   auto parked = drain_parked_errors();
   EXPECT_FALSE(parked.empty()) << "the refused releases say so";
   for (const auto& p : parked) {

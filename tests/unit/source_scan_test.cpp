@@ -1,15 +1,22 @@
 // Architecture rules, checked on the sources (DESIGN 2 and invariant 1):
+// - layers: each folder of src/ is a layer and each public header belongs to one; no file
+//   includes a header of a layer above its own;
 // - no cu* driver call outside the driver layer (calls go through driver::cu.Name);
 // - no legacy stream: no CU_STREAM_LEGACY / CU_STREAM_PER_THREAD use, no synchronous
 //   copy or memset entry in the driver table, no stream created without
 //   CU_STREAM_NON_BLOCKING.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cudakit/driver.hpp"
@@ -50,6 +57,266 @@ bool in_driver_layer(const std::string& path) {
 }
 
 TEST(SourceScan, FindsTheSources) { EXPECT_GT(library_sources().size(), 10u); }
+
+// ---- layers ----
+
+// The layers, bottom to top: the folders of src/, then the short path (Gpu, the umbrella
+// header, interop). A file may include headers of its own layer and of the layers below.
+const std::vector<std::string> layer_order = {"driver", "device", "stream",    "memory",
+                                              "launch", "graph",  "libraries", "facade"};
+
+// The layer of each public header (include/cudakit/, relative to it).
+const std::map<std::string, std::string> public_header_layer = {
+    {"driver.hpp", "driver"},
+    {"detail/driver_entries.hpp", "driver"},
+    {"error.hpp", "driver"},
+    {"device.hpp", "device"},
+    {"context.hpp", "device"},
+    {"peer_access.hpp", "device"},
+    {"stream.hpp", "stream"},
+    {"event.hpp", "stream"},
+    {"detail/stream_state.hpp", "stream"},
+    {"detail/capture_guard.hpp", "stream"},
+    {"tracking.hpp", "memory"},
+    {"memory_init.hpp", "memory"},
+    {"device_span.hpp", "memory"},
+    {"device_buffer.hpp", "memory"},
+    {"pinned_buffer.hpp", "memory"},
+    {"host_registration.hpp", "memory"},
+    {"memory_pool.hpp", "memory"},
+    {"copy.hpp", "memory"},
+    {"detail/allocation.hpp", "memory"},
+    {"module_image.hpp", "launch"},
+    {"module.hpp", "launch"},
+    {"library.hpp", "launch"},
+    {"program.hpp", "launch"},
+    {"kernel.hpp", "launch"},
+    {"kernel_args.hpp", "launch"},
+    {"launch_config.hpp", "launch"},
+    {"launch.hpp", "launch"},
+    {"occupancy.hpp", "launch"},
+    {"declared_work.hpp", "launch"},
+    {"detail/function_state.hpp", "launch"},
+    {"detail/kernel_binding.hpp", "launch"},
+    {"graph.hpp", "graph"},
+    {"graph_exec.hpp", "graph"},
+    {"capture.hpp", "graph"},
+    {"detail/node_arguments.hpp", "graph"},
+    {"gpu.hpp", "facade"},
+    {"cudakit.hpp", "facade"},
+    {"interop/runtime.hpp", "facade"},
+    {"interop/cccl.hpp", "facade"},
+};
+
+// Upward includes that are known and being removed: {including file, included header}.
+// An entry that no longer occurs fails the test, so the list only shrinks.
+const std::set<std::pair<std::string, std::string>> allowed_upward_includes = {
+    // The capture state that streams and buffers need, moving into src/stream/.
+    {"src/stream/stream.cpp", "src/graph/capture_state.hpp"},
+    {"src/stream/stream.cpp", "src/graph/graph_resources.hpp"},
+    {"src/stream/event.cpp", "src/graph/capture_state.hpp"},
+    {"src/memory/allocation.cpp", "src/graph/capture_state.hpp"},
+    {"src/memory/device_buffer.cpp", "src/graph/capture_state.hpp"},
+    // The capture counters and the tolerant scope, which the device layer uses too.
+    {"src/device/device.cpp", "include/cudakit/detail/capture_guard.hpp"},
+    {"src/device/context.cpp", "include/cudakit/detail/capture_guard.hpp"},
+};
+
+int rank_of(const std::string& layer) {
+  auto it = std::find(layer_order.begin(), layer_order.end(), layer);
+  return it == layer_order.end() ? -1 : static_cast<int>(it - layer_order.begin());
+}
+
+// The layer of a file under src/ or include/ (relative to the source dir), or "" when it
+// has none.
+std::string layer_of_file(const std::string& path) {
+  const std::string src = "src/", inc = "include/cudakit/";
+  if (path.rfind(src, 0) == 0) return path.substr(src.size(), path.find('/', src.size()) - src.size());
+  if (path.rfind(inc, 0) == 0) {
+    auto it = public_header_layer.find(path.substr(inc.size()));
+    return it == public_header_layer.end() ? "" : it->second;
+  }
+  return "";
+}
+
+// The file an #include "..." names, relative to the source dir: public headers as
+// "cudakit/x.hpp", private ones as "layer/x.hpp" (src/ is on the private include path),
+// files beside the includer by their bare name.
+std::string resolve_include(const std::string& includer, const std::string& name) {
+  if (name.rfind("cudakit/", 0) == 0) return "include/" + name;
+  if (name.find('/') == std::string::npos) return (fs::path(includer).parent_path() / name).string();
+  return "src/" + name;
+}
+
+struct Include {
+  std::string file;    // the including file
+  std::string header;  // the included file, resolved
+};
+
+std::vector<Include> library_includes() {
+  std::vector<Include> out;
+  std::regex include(R"(^\s*#\s*include\s*[<"]([^>"]+)[>"])");
+  for (const char* dir : {"src", "include"}) {
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(CUDAKIT_SOURCE_DIR) / dir)) {
+      if (!e.is_regular_file()) continue;
+      std::string file = fs::relative(e.path(), CUDAKIT_SOURCE_DIR).string();
+      std::ifstream in(e.path());
+      for (std::string line; std::getline(in, line);) {
+        std::smatch m;
+        if (!std::regex_search(line, m, include)) continue;
+        std::string name = m[1];
+        bool ours = name.rfind("cudakit/", 0) == 0 || fs::exists(fs::path(CUDAKIT_SOURCE_DIR) / resolve_include(file, name));
+        if (ours) out.push_back({file, resolve_include(file, name)});
+      }
+    }
+  }
+  return out;
+}
+
+TEST(SourceScan, EveryFolderUnderSrcIsALayer) {
+  for (const auto& e : fs::directory_iterator(fs::path(CUDAKIT_SOURCE_DIR) / "src")) {
+    if (e.is_directory()) EXPECT_GE(rank_of(e.path().filename().string()), 0) << "src/" << e.path().filename().string()
+                                                                                << " is not in layer_order";
+    else ADD_FAILURE() << fs::relative(e.path(), CUDAKIT_SOURCE_DIR).string() << " is outside every layer's folder";
+  }
+}
+
+TEST(SourceScan, EveryPublicHeaderBelongsToALayer) {
+  fs::path root = fs::path(CUDAKIT_SOURCE_DIR) / "include/cudakit";
+  int headers = 0;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (!e.is_regular_file()) continue;
+    ++headers;
+    std::string name = fs::relative(e.path(), root).string();
+    EXPECT_TRUE(public_header_layer.count(name)) << "include/cudakit/" << name << " has no layer in public_header_layer";
+  }
+  EXPECT_GT(headers, 20);
+  for (const auto& [name, layer] : public_header_layer) {
+    EXPECT_TRUE(fs::exists(root / name)) << name << " is in public_header_layer but not in include/cudakit";
+    EXPECT_GE(rank_of(layer), 0) << name;
+  }
+}
+
+// A public header with a source file of the same name belongs to that file's folder.
+TEST(SourceScan, APublicHeaderIsInTheLayerOfItsSourceFile) {
+  int checked = 0;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(CUDAKIT_SOURCE_DIR) / "src")) {
+    if (!e.is_regular_file() || e.path().extension() != ".cpp") continue;
+    std::string layer = e.path().parent_path().filename().string();
+    std::string stem = e.path().stem().string();
+    for (const std::string& name : {stem + ".hpp", "detail/" + stem + ".hpp"}) {
+      auto it = public_header_layer.find(name);
+      if (it == public_header_layer.end()) continue;
+      ++checked;
+      EXPECT_EQ(it->second, layer) << "include/cudakit/" << name << " is implemented in src/" << layer;
+    }
+  }
+  EXPECT_GT(checked, 20);
+}
+
+TEST(SourceScan, NoLayerIncludesAHigherOne) {
+  std::set<std::pair<std::string, std::string>> upward;
+  int checked = 0;
+  for (const Include& i : library_includes()) {
+    std::string from = layer_of_file(i.file), to = layer_of_file(i.header);
+    ASSERT_FALSE(from.empty()) << i.file << " has no layer";
+    ASSERT_FALSE(to.empty()) << i.header << " (included by " << i.file << ") has no layer";
+    ++checked;
+    if (rank_of(to) <= rank_of(from)) continue;
+    upward.insert({i.file, i.header});
+    if (!allowed_upward_includes.count({i.file, i.header}))
+      ADD_FAILURE() << i.file << " (" << from << ") includes " << i.header << " (" << to << "), a higher layer";
+  }
+  EXPECT_GT(checked, 100);
+  for (const auto& entry : allowed_upward_includes)
+    EXPECT_TRUE(upward.count(entry)) << entry.first << " no longer includes " << entry.second
+                                     << ": remove it from allowed_upward_includes";
+}
+
+// The functions a private header declares at namespace scope (not inline, not templates).
+std::vector<std::string> declared_functions(const std::string& text) {
+  static const std::regex declaration(
+      R"(^[A-Za-z_][\w:<>,\s\*&]*?[\s\*&](\w+)\s*\([^;{}=]*\)\s*(const\s*)?(noexcept\s*)?;$)");
+  static const std::regex not_a_function(
+      R"(^(inline|template|return|using|static|constexpr|extern|struct|class|namespace|friend|typedef|enum)\b)");
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string statement;
+  for (std::string line; std::getline(in, line);) {
+    if (statement.empty() && (line.empty() || !(std::isalpha(static_cast<unsigned char>(line[0])) || line[0] == '_')))
+      continue;
+    statement += (statement.empty() ? "" : " ") + line;
+    if (line.find(';') == std::string::npos && line.find('{') == std::string::npos) continue;
+    std::smatch m;
+    if (!std::regex_search(statement, not_a_function) && std::regex_search(statement, m, declaration))
+      out.push_back(m[1]);
+    statement.clear();
+  }
+  return out;
+}
+
+// Whether `text` defines a function called `name`: a line that starts at column 0 names it,
+// and its statement reaches an opening brace before a semicolon.
+bool defines_function(const std::string& text, const std::string& name) {
+  for (std::size_t at = text.find(name + "("); at != std::string::npos; at = text.find(name + "(", at + 1)) {
+    if (at > 0 && (std::isalnum(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '_')) continue;
+    std::size_t line_start = text.rfind('\n', at);
+    line_start = line_start == std::string::npos ? 0 : line_start + 1;
+    char first = text[line_start];
+    if (first == ' ' || first == '/' || first == '#' || first == '\n') continue;
+    std::size_t end = text.find_first_of(";{", at);
+    if (end != std::string::npos && text[end] == '{') return true;
+  }
+  return false;
+}
+
+// Private headers declared in one folder and implemented in another, known and being
+// moved: "header: function". An entry that no longer occurs fails the test.
+const std::set<std::string> allowed_headers_away_from_their_implementation = {
+    "src/graph/capture_state.hpp: stream_state_of",
+    "src/stream/deferred.hpp: defer_to_safe_point",
+    "src/stream/deferred.hpp: run_deferred_tasks",
+};
+
+TEST(SourceScan, EachPrivateHeaderSitsBesideTheFileThatImplementsIt) {
+  std::map<std::string, std::string> sources;  // path -> text, every .cpp under src/
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(CUDAKIT_SOURCE_DIR) / "src"))
+    if (e.is_regular_file() && e.path().extension() == ".cpp") {
+      std::ifstream in(e.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      sources[fs::relative(e.path(), CUDAKIT_SOURCE_DIR).string()] = text.str();
+    }
+  std::set<std::string> away;
+  int checked = 0;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(CUDAKIT_SOURCE_DIR) / "src")) {
+    if (!e.is_regular_file() || e.path().extension() != ".hpp") continue;
+    std::string header = fs::relative(e.path(), CUDAKIT_SOURCE_DIR).string();
+    std::string folder = fs::path(header).parent_path().string();
+    std::ifstream in(e.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    for (const std::string& function : declared_functions(text.str())) {
+      std::vector<std::string> defined_in;
+      for (const auto& [path, source] : sources)
+        if (defines_function(source, function)) defined_in.push_back(path);
+      if (defined_in.empty()) continue;  // defined in the tests (a hook the tests provide), or inline
+      ++checked;
+      bool beside = std::any_of(defined_in.begin(), defined_in.end(), [&](const std::string& path) {
+        return fs::path(path).parent_path().string() == folder;
+      });
+      if (beside) continue;
+      std::string entry = header + ": " + function;
+      away.insert(entry);
+      if (!allowed_headers_away_from_their_implementation.count(entry))
+        ADD_FAILURE() << header << " declares " << function << ", which " << defined_in.front()
+                      << " implements: a private header sits beside the file that implements it";
+    }
+  }
+  EXPECT_GT(checked, 30);
+  for (const auto& entry : allowed_headers_away_from_their_implementation)
+    EXPECT_TRUE(away.count(entry)) << entry << " is beside its implementation now: remove it from the list";
+}
 
 TEST(SourceScan, NoDriverCallOutsideTheDriverLayer) {
   std::regex direct_call(R"((^|[^A-Za-z0-9_.:>])cu[A-Z][A-Za-z0-9_]*\s*\()");

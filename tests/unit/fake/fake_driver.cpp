@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "cudakit/error.hpp"
+#include "driver/driver_testing.hpp"
 
 namespace cudakit::fake {
 
