@@ -93,10 +93,14 @@ __global__ void stencil_2d(const float* in, float* out, int nx, int ny) {
 // Writes through `ptr` (pass a bad address to poison the context on purpose).
 __global__ void write_through(int* ptr) { *ptr = 42; }
 
-// Writes blockIdx of each cluster member into out (a cluster-launch test on Hopper).
+// Writes each block's rank in its cluster into out (a cluster-launch test). Clusters
+// exist from sm_90 on; older GPUs refuse a cluster launch before this runs, so their
+// code only has to compile (it writes an impossible rank).
 __global__ void cluster_ids(unsigned* out) {
-  unsigned rank;
+  unsigned rank = ~0u;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+#endif
   if (threadIdx.x == 0) out[blockIdx.x] = rank;
 }
 

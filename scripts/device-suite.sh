@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The whole GPU cycle in one call (run on the GPU machine, from the repo root):
 #   info, the device test suite (CUDAKIT_REQUIRE_GPU=1: a skip is a failure), the
-#   examples, cudakit doctor, cudakit bench (--json --plot), the peers' script, and
-#   compute-sanitizer over the device suite.
+#   examples, cudakit doctor (text and --json), the doctor and the examples again with
+#   CUDA_FORCE_PTX_JIT=1 (the kernels' PTX path), cudakit bench (--json --plot), the
+#   peers' script, and compute-sanitizer over the device suite.
 # Binaries come from a bundle built elsewhere (scripts/make-bundle.sh), so the GPU
 # machine spends no time compiling. Full logs go to $OUT (logs.tgz plus the key files);
 # a short summary is printed last.
 #
 #   scripts/device-suite.sh [--bundle DIR] [--skip STAGE]... [--only STAGE]...
-#   stages: info tests examples doctor bench peers sanitize
+#   stages: info tests examples doctor ptx-jit bench peers sanitize
 set -uo pipefail
 
 bundle=build/device-bundle
@@ -69,11 +70,41 @@ if want examples; then
   done
 fi
 
+# The doctor's "modules" line says which code the GPU ran from the embedded kernels:
+# "native sm_90" on an H200.
+kernels_line() { grep -m1 -E '^  (pass|FAIL) +modules' "$1" | sed -E 's/^ *(pass|FAIL) +modules +[0-9.]+ ms +//'; }
+
 if want doctor; then
   timeout 300 "$bundle/cudakit" doctor >"$logs/doctor.txt" 2>&1
   rc=$?
   [ $rc -ne 0 ] && status=1
-  note "doctor: exit $rc; $(tail -1 "$logs/doctor.txt")"
+  note "doctor: exit $rc; $(tail -1 "$logs/doctor.txt"); kernels: $(kernels_line "$logs/doctor.txt")"
+  timeout 300 "$bundle/cudakit" doctor --no-perf --json >"$logs/doctor.json" 2>"$logs/doctor-json.err"
+  rc=$?
+  parsed=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("exit_code", d["exit_code"], "failed", d["failed"])' "$logs/doctor.json" 2>&1)
+  { [ $rc -ne 0 ] || ! echo "$parsed" | grep -q '^exit_code 0 failed 0$'; } && status=1
+  note "doctor --json: exit $rc; $parsed"
+fi
+
+# The PTX path: the driver JIT-compiles the kernels' PTX instead of running their machine
+# code. The doctor's modules check must say "PTX JIT from compute_XY (CUDA_FORCE_PTX_JIT=1)"
+# and every check and example must pass as they do natively.
+if want ptx-jit; then
+  CUDA_FORCE_PTX_JIT=1 timeout 300 "$bundle/cudakit" doctor --no-perf >"$logs/ptx-jit-doctor.txt" 2>&1
+  rc=$?
+  kernels=$(kernels_line "$logs/ptx-jit-doctor.txt")
+  { [ $rc -ne 0 ] || [[ "$kernels" != "PTX JIT from compute_"*"(CUDA_FORCE_PTX_JIT=1)" ]]; } && status=1
+  note "ptx-jit doctor: exit $rc; $(tail -1 "$logs/ptx-jit-doctor.txt"); kernels: $kernels"
+  # saxpy_nvrtc is left out: it loads a cubin that NVRTC compiled for the GPU present,
+  # machine code without PTX, which the driver refuses under CUDA_FORCE_PTX_JIT=1.
+  for ex in "$bundle"/examples/*; do
+    [ -x "$ex" ] || continue
+    [ "$(basename "$ex")" = saxpy_nvrtc ] && continue
+    CUDA_FORCE_PTX_JIT=1 timeout 120 "$ex" >"$logs/ptx-jit-example_$(basename "$ex").log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && status=1
+    note "ptx-jit example $(basename "$ex"): exit $rc; $(tail -1 "$logs/ptx-jit-example_$(basename "$ex").log")"
+  done
 fi
 
 if want bench; then
@@ -103,7 +134,7 @@ if want sanitize && command -v compute-sanitizer >/dev/null; then
   base_filter=${SANITIZE_FILTER:-'*'}
   exclude='*Poison*:*Cost*'
   # 4 at a time: with 8 memcheck and racecheck processes at once, stream creation ran out
-  # of device memory (CUDA_ERROR_OUT_OF_MEMORY in 12 tests, 2026-12-02 third session).
+  # of device memory (CUDA_ERROR_OUT_OF_MEMORY in 12 tests on an H200).
   jobs=${SANITIZE_JOBS:-4}
   limit=${SANITIZE_TIMEOUT:-300}
   suites=$("$bundle/cudakit_device_tests" --gtest_list_tests --gtest_filter="$base_filter" | grep -E '^[A-Za-z][^ ]*\.$' | sed 's/\.$//' | grep -v Poison)
@@ -126,8 +157,7 @@ if want sanitize && command -v compute-sanitizer >/dev/null; then
   # the 16-thread graph stress test, reads of a buffer the graph's previous node had just
   # written, in replays whose every output matched the host reference on fresh random
   # data; the same binary under initcheck alone, or beside 8 other initcheck processes,
-  # reported none (bench/results/README.md, 2026-12-02 third session). Serial, a finding
-  # is one to chase.
+  # reported none. Serial, a finding is one to chase.
   grep -v '^initcheck ' "$plan" | xargs -P "$jobs" -L 1 bash -c 'run_one "$0" "$1" "$2"'
   grep '^initcheck ' "$plan" | xargs -P 1 -L 1 bash -c 'run_one "$0" "$1" "$2"'
   note "compute-sanitizer: $(wc -l <"$plan") runs (each tool over each test suite), $(( $(date +%s) - start )) s"

@@ -3,6 +3,7 @@
 # everything is there. The CUDA toolkit itself (headers, nvcc) is not a Debian package
 # of the right version: it must be at /usr/local/cuda (or CUDAToolkit_ROOT).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 missing=()
 command -v cmake >/dev/null || missing+=(cmake)
@@ -10,6 +11,10 @@ command -v ninja >/dev/null || missing+=(ninja-build)
 command -v g++ >/dev/null || missing+=(g++)
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
 [ -f /usr/include/gmock/gmock.h ] || missing+=(libgmock-dev)
+# The cudakit command's argument parser and JSON writer (header-only; never part of the
+# library's interface). scripts/gather-tool-deps.sh copies them for machines without apt.
+[ -f /usr/include/CLI/CLI.hpp ] || [ -f .deps/include/CLI/CLI.hpp ] || missing+=(libcli11-dev)
+[ -f /usr/include/nlohmann/json.hpp ] || [ -f .deps/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
 
 # make test also builds the unit tests with g++'s sanitizers. Their runtimes (libasan,
 # libtsan, libubsan) come with g++ on Debian and Ubuntu (libgcc-N-dev depends on them);

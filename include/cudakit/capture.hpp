@@ -52,6 +52,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cudakit/export.hpp"
 #include "cudakit/graph.hpp"
 #include "cudakit/stream.hpp"
 
@@ -75,7 +76,7 @@ struct CaptureState;
 
 /// A capture in progress on one stream. Ends on every exit path: the destructor ends an
 /// unfinished capture and discards its graph (never throwing).
-class Capture {
+class CUDAKIT_API Capture {
  public:
   /// Begins capturing `stream`. Throws CaptureError when the stream is already capturing.
   explicit Capture(StreamRef stream, CaptureMode mode = CaptureMode::per_thread);
@@ -128,6 +129,6 @@ Graph capture_nonempty(StreamRef stream, F&& work, CaptureMode mode = CaptureMod
 }
 
 /// Whether the driver says `stream` is capturing now (any capture, cudakit's or not).
-bool is_capturing(StreamRef stream);
+CUDAKIT_API bool is_capturing(StreamRef stream);
 
 }  // namespace cudakit

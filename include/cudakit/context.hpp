@@ -17,13 +17,14 @@
 
 #include <utility>
 
+#include "cudakit/export.hpp"
 #include "cudakit/device.hpp"
 
 namespace cudakit {
 
 namespace detail {
-extern thread_local CUcontext cached_current_context;
-void set_current_context_slow(CUcontext context, int device);
+CUDAKIT_API extern thread_local CUcontext cached_current_context;
+CUDAKIT_API void set_current_context_slow(CUcontext context, int device);
 }  // namespace detail
 
 /// Forgets this thread's cached current context, so the next make_current() asks the
@@ -32,7 +33,7 @@ inline void forget_cached_current_context() noexcept { detail::cached_current_co
 
 /// A non-owning view of a context: a handle and its device's ordinal, trivially
 /// copyable. It does not keep the context alive.
-class ContextRef {
+class CUDAKIT_API ContextRef {
  public:
   /// An empty ref: every call but handle(), device_ordinal() and operator bool throws
   /// EmptyHandle.
@@ -75,7 +76,7 @@ class ContextRef {
 
 /// Owns one retain of a device's primary context, released (cuDevicePrimaryCtxRelease)
 /// when destroyed; a failed release is parked. Move-only.
-class Context {
+class CUDAKIT_API Context {
  public:
   /// Retains the device's primary context (cuDevicePrimaryCtxRetain); throws DriverError.
   static Context primary(Device device);

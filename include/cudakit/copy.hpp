@@ -52,6 +52,7 @@
 #include <utility>
 #include <vector>
 
+#include "cudakit/export.hpp"
 #include "cudakit/device_buffer.hpp"
 #include "cudakit/device_span.hpp"
 #include "cudakit/pinned_buffer.hpp"
@@ -85,13 +86,13 @@ template <class T>
 inline constexpr bool is_pinned_buffer<PinnedBuffer<T>> = true;
 
 // The byte-level description of each side of a copy.
-struct HostBytes {
+struct CUDAKIT_API HostBytes {
   void* data = nullptr;
   std::size_t bytes = 0;
   Allocation* pinned = nullptr;  // the page-locked allocation holding the bytes, when known
   bool pinned_known = false;     // false: look the range up (detail/host_ranges.hpp)
 };
-struct DeviceBytes {
+struct CUDAKIT_API DeviceBytes {
   Allocation* allocation = nullptr;
   CUdeviceptr pointer = 0;
   std::size_t bytes = 0;
@@ -110,7 +111,7 @@ DeviceBytes device_bytes(DeviceSpan<T> view) noexcept {
   return {view.allocation(), view.device_pointer(), view.size_bytes(), view.device_ordinal()};
 }
 
-[[noreturn]] void throw_extent_mismatch(const char* operation, std::size_t source_count, std::size_t destination_count,
+[[noreturn]] CUDAKIT_API void throw_extent_mismatch(const char* operation, std::size_t source_count, std::size_t destination_count,
                                         std::size_t element_bytes);
 inline void check_extents(const char* operation, std::size_t source_count, std::size_t destination_count,
                           std::size_t element_bytes) {
@@ -118,12 +119,12 @@ inline void check_extents(const char* operation, std::size_t source_count, std::
     throw_extent_mismatch(operation, source_count, destination_count, element_bytes);
 }
 
-void copy_host_to_device(StreamRef stream, HostBytes source, DeviceBytes destination);
+CUDAKIT_API void copy_host_to_device(StreamRef stream, HostBytes source, DeviceBytes destination);
 /// `wait`: block until the destination holds the bytes (download); otherwise stream-ordered.
-void copy_device_to_host(StreamRef stream, DeviceBytes source, HostBytes destination, bool wait);
-void copy_device_to_device(StreamRef stream, DeviceBytes source, DeviceBytes destination);
+CUDAKIT_API void copy_device_to_host(StreamRef stream, DeviceBytes source, HostBytes destination, bool wait);
+CUDAKIT_API void copy_device_to_device(StreamRef stream, DeviceBytes source, DeviceBytes destination);
 /// A memset of a `pattern_bytes`-byte (1, 2 or 4) pattern; `operation` names it in errors.
-void fill_device(StreamRef stream, DeviceBytes destination, std::uint32_t pattern, int pattern_bytes,
+CUDAKIT_API void fill_device(StreamRef stream, DeviceBytes destination, std::uint32_t pattern, int pattern_bytes,
                  const char* operation);
 
 }  // namespace detail

@@ -31,3 +31,4 @@
 #include "cudakit/program.hpp"
 #include "cudakit/stream.hpp"
 #include "cudakit/tracking.hpp"
+#include "cudakit/version.hpp"

@@ -36,6 +36,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cudakit/export.hpp"
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/stream.hpp"
 #include "cudakit/tracking.hpp"
@@ -61,14 +62,14 @@ template <template <class> class View, class T>
 inline constexpr bool writable_declaration_v<View<const T>&> = false;
 
 /// One declared buffer: its allocation and how the work touches it.
-struct DeclaredUse {
+struct CUDAKIT_API DeclaredUse {
   Allocation* allocation = nullptr;
   Access access = Access::read;
 };
 
 /// Orders every declared use on `stream` (checks the stream, the device and the capturing
 /// thread first). Out of line: declared work is not a per-element hot path.
-void declare_uses(StreamRef stream, const DeclaredUse* uses, std::size_t count);
+CUDAKIT_API void declare_uses(StreamRef stream, const DeclaredUse* uses, std::size_t count);
 
 }  // namespace detail
 

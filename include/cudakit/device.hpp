@@ -15,12 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "cudakit/export.hpp"
+
 namespace cudakit {
 
 class Context;
 
 /// A compute capability, e.g. {9, 0} for Hopper.
-struct ComputeCapability {
+struct CUDAKIT_API ComputeCapability {
   int major = 0;  // 9 for sm_90
   int minor = 0;  // 0 for sm_90
   /// "sm_90".
@@ -32,7 +34,7 @@ struct ComputeCapability {
 };
 
 /// Free and total memory of a device, in bytes.
-struct MemoryInfo {
+struct CUDAKIT_API MemoryInfo {
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
 };
@@ -40,7 +42,7 @@ struct MemoryInfo {
 /// A CUDA device: its ordinal and driver handle, a small value. Every query below
 /// throws DriverUnavailable without a usable driver and DriverError when the driver
 /// fails; cached queries cost a relaxed atomic load after their first call.
-class Device {
+class CUDAKIT_API Device {
  public:
   /// How many CUDA devices this process sees. Throws DriverUnavailable without a driver
   /// (a driver with no GPU reports that as DriverUnavailable, reason no_device).

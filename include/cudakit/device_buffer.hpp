@@ -32,6 +32,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cudakit/export.hpp"
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/device_span.hpp"
 #include "cudakit/memory_init.hpp"
@@ -47,7 +48,7 @@ enum class Allocator {
 
 namespace detail {
 /// Allocates `bytes` on `stream`'s device; zero-fills on `stream` when asked.
-Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator);
+CUDAKIT_API Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator);
 }  // namespace detail
 
 /// Owns `size()` elements of T in device memory (see above). Move-only; destroying or

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <string>
 
+#include "cudakit/export.hpp"
 #include "cudakit/detail/driver_entries.hpp"
 
 namespace cudakit::driver {
@@ -35,7 +36,7 @@ inline constexpr std::size_t entry_count = static_cast<std::size_t>(EntryId::cou
 
 /// What the table knows of an entry: its C name, the ABI version we call, and the
 /// driver version that introduced it.
-struct EntryInfo {
+struct CUDAKIT_API EntryInfo {
   const char* name;   // "cuStreamQuery"
   int abi_version;    // the _v suffix of the PFN we call (cuGetProcAddress's version)
   int introduced_in;  // 12040 for CUDA 12.4
@@ -56,14 +57,14 @@ inline constexpr int minimum_driver_version = 12000;
 
 namespace detail {
 // One resolved pointer per entry; null until its first call (or a fake table's install).
-extern std::atomic<void*> slots[entry_count];
+CUDAKIT_API extern std::atomic<void*> slots[entry_count];
 // Resolves one entry, loading the driver first if needed. Throws DriverUnavailable when
 // the driver cannot be loaded and FeatureUnavailable when this driver lacks the entry.
-void* resolve(EntryId id);
+CUDAKIT_API void* resolve(EntryId id);
 // Whether the driver is loaded (or a fake table installed) now. Never loads it, never
 // blocks: the error layer asks it before naming a code through the driver, which
 // must not happen while the loader itself is naming cuInit's failure.
-bool loaded() noexcept;
+CUDAKIT_API bool loaded() noexcept;
 }  // namespace detail
 
 /// A callable for one entry, typed by the PFN of its pinned ABI version.
@@ -98,7 +99,7 @@ CUDAKIT_DRIVER_ENTRIES(CUDAKIT_X)
 #undef CUDAKIT_X
 
 /// Every entry, as members named without the "cu" prefix: `cu.StreamQuery(s)`.
-struct Api {
+struct CUDAKIT_API Api {
 #define CUDAKIT_X(name, abi, since) [[no_unique_address]] Entry<EntryId::name, PFN_cu##name##_v##abi> name;
   CUDAKIT_DRIVER_ENTRIES(CUDAKIT_X)
 #undef CUDAKIT_X
@@ -109,23 +110,23 @@ inline constexpr Api cu{};
 
 /// Loads and initialises the driver (cuInit) if that has not happened; throws
 /// DriverUnavailable with the reason when it cannot. Cheap after the first call.
-void ensure_loaded();
+CUDAKIT_API void ensure_loaded();
 
 /// The driver's CUDA version, e.g. 13000 for CUDA 13.0 (loads the driver).
-int version();
+CUDAKIT_API int version();
 
 /// The file the driver was loaded from, as the dynamic loader resolved it.
-std::string library_path();
+CUDAKIT_API std::string library_path();
 
 /// Whether this driver has the entry (resolving it if needed). Never throws for a
 /// missing entry; throws DriverUnavailable when there is no driver at all.
-bool has(EntryId id);
+CUDAKIT_API bool has(EntryId id);
 
 /// Throws FeatureUnavailable naming `feature`, the entry and the version that
 /// introduced it, when this driver lacks the entry.
-void require(EntryId id, const char* feature);
+CUDAKIT_API void require(EntryId id, const char* feature);
 
 /// "13.0" from 13000.
-std::string version_string(int version);
+CUDAKIT_API std::string version_string(int version);
 
 }  // namespace cudakit::driver

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "cudakit/export.hpp"
+
 namespace cudakit {
 
 /// What kind of object a failed call was about; each value names the cudakit type of
@@ -49,7 +51,7 @@ enum class ResourceKind : std::uint8_t {
 };
 
 /// Names the object a call was about. Formatted into words only on failure.
-struct Resource {
+struct CUDAKIT_API Resource {
   ResourceKind kind = ResourceKind::none;
   const void* handle = nullptr;  // the driver handle, or a device address
   int device = -1;               // device ordinal, -1 when unknown
@@ -71,17 +73,17 @@ struct Resource {
 
 /// "stream 0x7f.. on device 0 (NVIDIA H200)", with " (last launch on it: kernel 'saxpy')"
 /// when the resource names one.
-std::string describe(const Resource& resource);
+CUDAKIT_API std::string describe(const Resource& resource);
 
 /// The root of every exception cudakit throws.
-class Error : public std::runtime_error {
+class CUDAKIT_API Error : public std::runtime_error {
  public:
   /// what() is the whole message.
   using std::runtime_error::runtime_error;
 };
 
 /// A driver call returned an error.
-class DriverError : public Error {
+class CUDAKIT_API DriverError : public Error {
  public:
   /// The message is "call on resource: CODE_NAME: description" (" on resource" only
   /// when `resource` is not empty).
@@ -110,7 +112,7 @@ class DriverError : public Error {
 };
 
 /// The device ran out of memory for an allocation of `requested()` bytes.
-class OutOfMemory : public DriverError {
+class CUDAKIT_API OutOfMemory : public DriverError {
  public:
   /// code() is CUDA_ERROR_OUT_OF_MEMORY; the message adds the request and the device's
   /// free and total memory at the time of the failure.
@@ -128,7 +130,7 @@ class OutOfMemory : public DriverError {
 
 /// A call on a context that an earlier sticky error poisoned (DESIGN 7). code() is the
 /// original code; original() is the original error.
-class ContextPoisoned : public DriverError {
+class CUDAKIT_API ContextPoisoned : public DriverError {
  public:
   /// `call` and `resource` are the refused call's; the message says the context is
   /// poisoned and quotes the original error.
@@ -141,7 +143,7 @@ class ContextPoisoned : public DriverError {
 };
 
 /// No usable CUDA driver: not installed, the toolkit's stub library, or too old.
-class DriverUnavailable : public Error {
+class CUDAKIT_API DriverUnavailable : public Error {
  public:
   /// Why: `not_installed` (libcuda.so.1 could not be opened, or is not a driver),
   /// `stub_library` (the toolkit's link stub was found instead of a driver), `too_old`
@@ -158,7 +160,7 @@ class DriverUnavailable : public Error {
 };
 
 /// This driver lacks an entry that a feature needs (a feature newer than the driver).
-class FeatureUnavailable : public Error {
+class CUDAKIT_API FeatureUnavailable : public Error {
  public:
   /// Versions as the driver encodes them (12040 is CUDA 12.4).
   FeatureUnavailable(std::string entry, int introduced_in, int driver_version, std::string message)
@@ -177,14 +179,14 @@ class FeatureUnavailable : public Error {
 
 /// Bad input caught before the driver saw it (DESIGN 10): a launch shape over a limit,
 /// an extent mismatch, a wrong argument count, ...
-class InvalidArgument : public Error {
+class CUDAKIT_API InvalidArgument : public Error {
  public:
   /// what() is the whole message.
   using Error::Error;
 };
 
 /// Use of an empty handle: a moved-from owner, or a default-constructed ref.
-class EmptyHandle : public Error {
+class CUDAKIT_API EmptyHandle : public Error {
  public:
   /// what() is the whole message.
   using Error::Error;
@@ -192,7 +194,7 @@ class EmptyHandle : public Error {
 
 /// Capture misuse: another thread submitting to a capturing stream, a synchronous call
 /// during capture, an unjoined fork, ... (DESIGN 6 and 9).
-class CaptureError : public Error {
+class CUDAKIT_API CaptureError : public Error {
  public:
   /// `code` is the driver's status when the driver reported the misuse.
   CaptureError(std::string message, CUresult code = CUDA_SUCCESS) : Error(std::move(message)), code_(code) {}
@@ -204,7 +206,7 @@ class CaptureError : public Error {
 };
 
 /// capture_nonempty() captured no work.
-class EmptyCapture : public Error {
+class CUDAKIT_API EmptyCapture : public Error {
  public:
   /// what() is the whole message.
   using Error::Error;
@@ -212,7 +214,7 @@ class EmptyCapture : public Error {
 
 /// Instantiating an executable graph failed (cuGraphInstantiateWithParams). The message
 /// names the reason and, where the driver reported one, the node that caused it.
-class GraphInstantiateError : public Error {
+class CUDAKIT_API GraphInstantiateError : public Error {
  public:
   /// The driver's status, its instantiate result and the node it blamed (or null).
   GraphInstantiateError(std::string message, CUresult code, CUgraphInstantiateResult result, CUgraphNode node)
@@ -233,7 +235,7 @@ class GraphInstantiateError : public Error {
 /// Updating an executable graph in place failed (cuGraphExecUpdate): the new graph differs
 /// in a way an update cannot express. The executable is unchanged and still launchable;
 /// instantiate the new graph instead. The message names the node and the reason.
-class GraphUpdateError : public Error {
+class CUDAKIT_API GraphUpdateError : public Error {
  public:
   /// The driver's update result and the node(s) it blamed (null when none).
   GraphUpdateError(std::string message, CUgraphExecUpdateResult result, CUgraphNode node, CUgraphNode from_node)
@@ -252,14 +254,14 @@ class GraphUpdateError : public Error {
 };
 
 /// No NVRTC library could be loaded (or it is too old).
-class CompilerUnavailable : public Error {
+class CUDAKIT_API CompilerUnavailable : public Error {
  public:
   /// what() is the whole message: every place looked.
   using Error::Error;
 };
 
 /// NVRTC failed to compile a program; log() is its complete log.
-class CompileError : public Error {
+class CUDAKIT_API CompileError : public Error {
  public:
   /// `message` says what failed; `log` is NVRTC's log, whole.
   CompileError(std::string message, std::string log) : Error(std::move(message)), log_(std::move(log)) {}
@@ -271,24 +273,24 @@ class CompileError : public Error {
 };
 
 /// Whether cuda.h documents this code as leaving the process in an inconsistent state.
-bool is_sticky(CUresult code) noexcept;
+CUDAKIT_API bool is_sticky(CUresult code) noexcept;
 
 /// Whether the code is one of the driver's stream-capture errors (900 to 908). A checked
 /// call that returns one throws CaptureError, not DriverError.
-bool is_capture_error(CUresult code) noexcept;
+CUDAKIT_API bool is_capture_error(CUresult code) noexcept;
 /// What a stream-capture error means, in words a person can act on ("a capturing stream
 /// waited for work recorded outside its capture ..."); empty for other codes.
-std::string capture_error_explanation(CUresult code);
+CUDAKIT_API std::string capture_error_explanation(CUresult code);
 
 /// "CUDA_ERROR_INVALID_VALUE" (never throws; works without a driver).
-std::string error_name(CUresult code);
+CUDAKIT_API std::string error_name(CUresult code);
 /// "invalid argument" (never throws; works without a driver).
-std::string error_description(CUresult code);
+CUDAKIT_API std::string error_description(CUresult code);
 
 // ---- parked errors (DESIGN 2) ----
 
 /// An error that could not be thrown: raised in a destructor or in a host callback.
-struct ParkedError {
+struct CUDAKIT_API ParkedError {
   CUresult code = CUDA_SUCCESS;  // CUDA_SUCCESS for a non-driver error (a callback's exception)
   std::string origin;            // "~Stream", "host callback", ...
   std::string message;           // the full message, as an exception would carry it
@@ -297,35 +299,35 @@ struct ParkedError {
 /// Called synchronously, on the thread that parks, for every parked error. It must not
 /// throw (an exception from it is swallowed). Returns the previous handler.
 using ParkedErrorHandler = std::function<void(const ParkedError&)>;
-ParkedErrorHandler set_parked_error_handler(ParkedErrorHandler handler);
+CUDAKIT_API ParkedErrorHandler set_parked_error_handler(ParkedErrorHandler handler);
 
 /// Takes every error parked since the last drain, oldest first.
-std::vector<ParkedError> drain_parked_errors();
+CUDAKIT_API std::vector<ParkedError> drain_parked_errors();
 
 /// How many errors are parked now.
-std::size_t parked_error_count();
+CUDAKIT_API std::size_t parked_error_count();
 
 /// Parks an error (never throws). For destructors and callbacks.
-void park_error(ParkedError error) noexcept;
+CUDAKIT_API void park_error(ParkedError error) noexcept;
 /// Parks a failed driver call with the message DriverError would carry (ContextPoisoned's
 /// when the device is poisoned already); a sticky code poisons the device, as a thrown
 /// error would. Never throws.
-void park_driver_error(CUresult code, const char* call, const Resource& resource, const char* origin) noexcept;
+CUDAKIT_API void park_driver_error(CUresult code, const char* call, const Resource& resource, const char* origin) noexcept;
 
 namespace detail {
 
 // Per-device poison state (DESIGN 7). Devices beyond this count are never poisoned.
 inline constexpr int max_devices = 128;
-extern std::atomic<bool> poisoned_flags[max_devices];
+CUDAKIT_API extern std::atomic<bool> poisoned_flags[max_devices];
 
-[[noreturn]] void throw_driver_error(CUresult code, const char* call, const Resource& resource);
-[[noreturn]] void throw_poisoned(const char* call, const Resource& resource);
-[[noreturn]] void throw_empty_handle(const char* what);
+[[noreturn]] CUDAKIT_API void throw_driver_error(CUresult code, const char* call, const Resource& resource);
+[[noreturn]] CUDAKIT_API void throw_poisoned(const char* call, const Resource& resource);
+[[noreturn]] CUDAKIT_API void throw_empty_handle(const char* what);
 
 /// The error that poisoned a device, or null.
-std::shared_ptr<const DriverError> poison_of(int device);
+CUDAKIT_API std::shared_ptr<const DriverError> poison_of(int device);
 /// Marks the device poisoned by this error, unless already poisoned (never overwritten).
-void poison(int device, std::shared_ptr<const DriverError> error);
+CUDAKIT_API void poison(int device, std::shared_ptr<const DriverError> error);
 
 }  // namespace detail
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <utility>
 
+#include "cudakit/export.hpp"
 #include "cudakit/context.hpp"
 
 namespace cudakit {
@@ -32,7 +33,7 @@ enum class EventWait {
 /// copyable. It does not keep the event alive. Every call below throws EmptyHandle on
 /// an empty ref, ContextPoisoned on a poisoned device and DriverError when the driver
 /// fails.
-class EventRef {
+class CUDAKIT_API EventRef {
  public:
   /// An empty ref.
   EventRef() = default;
@@ -66,11 +67,11 @@ class EventRef {
 /// both completed. Throws EmptyHandle for an empty ref, DriverError otherwise (for
 /// example CUDA_ERROR_NOT_READY while one has not completed, CUDA_ERROR_INVALID_HANDLE
 /// for an event without timing).
-std::chrono::duration<float, std::milli> elapsed_time(EventRef start, EventRef end);
+CUDAKIT_API std::chrono::duration<float, std::milli> elapsed_time(EventRef start, EventRef end);
 
 /// Owns an event (cuEventCreate), destroyed with the owner; a failed destroy is parked.
 /// Move-only. The calls are EventRef's, and throw as they do.
-class Event {
+class CUDAKIT_API Event {
  public:
   /// Creates an event in `context` (the device's primary context).
   explicit Event(ContextRef context, EventTiming timing = EventTiming::disabled, EventWait wait = EventWait::spin);

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "cudakit/export.hpp"
 #include "cudakit/capture.hpp"
 #include "cudakit/context.hpp"
 #include "cudakit/copy.hpp"
@@ -44,7 +45,7 @@ namespace cudakit {
 /// One device with its primary context and a stream of its own, for programs that want
 /// the common calls in one place (see above). Move-only. Each call is the free
 /// function's or the member's it names, on the Gpu's stream, and throws as that does.
-class Gpu {
+class CUDAKIT_API Gpu {
  public:
   /// Device `ordinal`, its primary context (retained) and a new non-blocking stream.
   /// Throws InvalidArgument for an ordinal out of range, DriverUnavailable without a

@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "cudakit/export.hpp"
 #include "cudakit/detail/node_arguments.hpp"
 #include "cudakit/device.hpp"
 #include "cudakit/device_span.hpp"
@@ -62,7 +63,7 @@ struct GraphCore;
 }  // namespace detail
 
 /// One node of a graph (a non-owning handle; its graph owns it).
-class GraphNode {
+class CUDAKIT_API GraphNode {
  public:
   /// An empty node handle.
   GraphNode() = default;
@@ -84,7 +85,7 @@ class GraphNode {
 
 /// The nodes a new node depends on: `{}` (none), `{a, b}`, or a vector.
 /// Implicit from each of those, so `{a, b}` works where one is expected.
-class Dependencies {
+class CUDAKIT_API Dependencies {
  public:
   /// No dependency: the node is a root.
   Dependencies() = default;
@@ -107,7 +108,7 @@ class Dependencies {
 
 /// A kernel node from a raw CUfunction (one cudakit did not load): what it launches and
 /// its shape. The graph cannot keep its module loaded: that is the caller's part.
-struct RawKernelNode {
+struct CUDAKIT_API RawKernelNode {
   CUfunction function = nullptr;
   Dim3 grid;
   Dim3 block;
@@ -117,7 +118,7 @@ struct RawKernelNode {
 /// The condition of conditional nodes (cuGraphConditionalHandleCreate). Device code sets
 /// it with cudaGraphSetConditional(handle, value); it is a plain 64-bit value to pass as
 /// a kernel argument.
-struct ConditionalHandle {
+struct CUDAKIT_API ConditionalHandle {
   CUgraphConditionalHandle value = 0;
 };
 
@@ -134,7 +135,7 @@ struct ConditionalNode;
 /// A non-owning view of a graph (see above), through which nodes are added and the graph
 /// inspected. Calls that need the graph throw EmptyHandle on an empty ref and
 /// DriverError when the driver fails.
-class GraphRef {
+class CUDAKIT_API GraphRef {
  public:
   /// An empty ref.
   GraphRef() = default;
@@ -294,7 +295,7 @@ class GraphRef {
 
 /// A conditional node and the body graphs it owns (add_if, add_if_else, add_while). Build
 /// the bodies through their refs; what they touch is kept alive with the parent graph.
-struct ConditionalNode {
+struct CUDAKIT_API ConditionalNode {
   GraphNode node;
   GraphRef body;       ///< runs when the condition is nonzero (if) / while it is nonzero
   GraphRef else_body;  ///< add_if_else only: runs when the condition is zero
@@ -302,7 +303,7 @@ struct ConditionalNode {
 
 /// Owns a graph (cuGraphCreate or a capture) and what its nodes keep alive (see above;
 /// executables made from it hold that too, until their last launch completed). Move-only; the GraphRef calls work on it directly.
-class Graph : public GraphRef {
+class CUDAKIT_API Graph : public GraphRef {
  public:
   /// An empty graph on `device`, to build node by node. Throws DriverError.
   explicit Graph(Device device);
@@ -349,6 +350,6 @@ class Graph : public GraphRef {
 /// every graph launch, capture end, graph or executable destruction and buffer
 /// allocation; call it in a program that does none of these for a long time. Does
 /// nothing while this thread captures in a mode that forbids frees. Never throws.
-void run_deferred_releases() noexcept;
+CUDAKIT_API void run_deferred_releases() noexcept;
 
 }  // namespace cudakit

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "cudakit/export.hpp"
 #include "cudakit/graph.hpp"
 #include "cudakit/kernel.hpp"
 #include "cudakit/kernel_args.hpp"
@@ -46,7 +47,7 @@ struct ExecState;
 }
 
 /// Options for instantiation (cuGraphInstantiateWithParams).
-struct InstantiateOptions {
+struct CUDAKIT_API InstantiateOptions {
   /// Upload the executable to the device on this stream right away
   /// (CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD); empty: upload at the first launch.
   StreamRef upload_on{};
@@ -61,7 +62,7 @@ struct InstantiateOptions {
 
 /// Owns an executable graph (cuGraphInstantiateWithParams) and holds its graph's kept-
 /// alive resources until it is destroyed and its launches completed. Move-only.
-class GraphExec {
+class CUDAKIT_API GraphExec {
  public:
   /// Instantiates `graph`. Throws GraphInstantiateError naming the reason and the node
   /// that caused it.

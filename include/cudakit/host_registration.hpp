@@ -23,12 +23,13 @@
 #include <ranges>
 #include <utility>
 
+#include "cudakit/export.hpp"
 #include "cudakit/detail/allocation.hpp"
 
 namespace cudakit {
 
 /// How a host range is registered.
-struct HostRegistrationOptions {
+struct CUDAKIT_API HostRegistrationOptions {
   /// Also map it into the device address space (CU_MEMHOSTREGISTER_DEVICEMAP).
   bool mapped = false;
   /// The device will only read it (CU_MEMHOSTREGISTER_READ_ONLY); needs a device that
@@ -37,13 +38,13 @@ struct HostRegistrationOptions {
 };
 
 namespace detail {
-Allocation* register_host_memory(const void* data, std::size_t bytes, HostRegistrationOptions options,
+CUDAKIT_API Allocation* register_host_memory(const void* data, std::size_t bytes, HostRegistrationOptions options,
                                  CUdeviceptr* mapped);
 }  // namespace detail
 
 /// One registered host range (see above). Move-only; destroying or reset() blocks until
 /// every stream that used the range finished, then unregisters it.
-class HostRegistration {
+class CUDAKIT_API HostRegistration {
  public:
   /// An empty registration (what a moved-from one becomes).
   HostRegistration() = default;

@@ -29,6 +29,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cudakit/export.hpp"
 #include "cudakit/detail/function_state.hpp"
 
 namespace cudakit {
@@ -36,7 +37,7 @@ namespace cudakit {
 /// A kernel of a loaded module or library, untyped: launched with a KernelArgs list.
 /// A shared handle: copies are cheap, and each keeps its module or library loaded.
 /// Calls that need the kernel throw EmptyHandle on an empty one.
-class Function {
+class CUDAKIT_API Function {
  public:
   /// An empty handle.
   Function() = default;
@@ -101,7 +102,7 @@ inline constexpr bool is_kernel_parameter_v =
 
 /// Checks a typed lookup against the kernel's parameter info where the driver has it:
 /// the same count, sizes and offsets. Throws InvalidArgument naming both.
-void check_signature(FunctionState& state, std::string_view signature, std::span<const std::size_t> sizes,
+CUDAKIT_API void check_signature(FunctionState& state, std::string_view signature, std::span<const std::size_t> sizes,
                      std::span<const std::size_t> alignments);
 
 template <class Sig>

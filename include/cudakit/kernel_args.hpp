@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cudakit/export.hpp"
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/detail/kernel_binding.hpp"
 #include "cudakit/device_buffer.hpp"
@@ -27,7 +28,7 @@
 namespace cudakit {
 
 /// An untyped kernel argument list, built with add() in parameter order (see above).
-class KernelArgs {
+class CUDAKIT_API KernelArgs {
  public:
   /// A value (trivially copyable; not a buffer), copied into the list.
   template <class T>

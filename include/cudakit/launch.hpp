@@ -31,6 +31,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cudakit/export.hpp"
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/detail/kernel_binding.hpp"
 #include "cudakit/kernel.hpp"
@@ -54,16 +55,16 @@ namespace detail {
 /// Step 1 and 2 above: throws InvalidArgument (or EmptyHandle, ContextPoisoned) before
 /// the driver sees a bad launch; raises the kernel's dynamic shared memory limit when the
 /// configuration asks for more and allows it.
-void prepare_launch(FunctionState& function, StreamRef stream, const LaunchConfig& config);
+CUDAKIT_API void prepare_launch(FunctionState& function, StreamRef stream, const LaunchConfig& config);
 /// The configuration checks of prepare_launch without a stream, for a kernel node of a
 /// graph (grid, block, shared memory, cluster, cooperative, priority; raises the shared
 /// memory limit when the configuration asks for more and allows it).
-void check_launch_config(FunctionState& function, const LaunchConfig& config);
+CUDAKIT_API void check_launch_config(FunctionState& function, const LaunchConfig& config);
 /// Step 5: the driver call. `params` points at one value per parameter (null for none).
-void submit_launch(const FunctionState& function, StreamRef stream, const LaunchConfig& config, void** params);
+CUDAKIT_API void submit_launch(const FunctionState& function, StreamRef stream, const LaunchConfig& config, void** params);
 /// An untyped launch's arguments against the kernel's parameter info (count and sizes).
-void check_untyped_arguments(FunctionState& function, std::span<const std::size_t> sizes);
-[[noreturn]] void throw_buffer_on_other_device(const FunctionState& function, std::size_t position, int buffer_device,
+CUDAKIT_API void check_untyped_arguments(FunctionState& function, std::span<const std::size_t> sizes);
+[[noreturn]] CUDAKIT_API void throw_buffer_on_other_device(const FunctionState& function, std::size_t position, int buffer_device,
                                                int stream_device);
 
 template <class... T>
@@ -149,6 +150,6 @@ void launch(StreamRef stream, const Function& function, const LaunchConfig& conf
 }
 
 /// An untyped launch with an argument list built at run time.
-void launch(StreamRef stream, const Function& function, const LaunchConfig& config, const KernelArgs& args);
+CUDAKIT_API void launch(StreamRef stream, const Function& function, const LaunchConfig& config, const KernelArgs& args);
 
 }  // namespace cudakit

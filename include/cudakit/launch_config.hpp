@@ -21,11 +21,13 @@
 #include <string>
 #include <type_traits>
 
+#include "cudakit/export.hpp"
+
 namespace cudakit {
 
 namespace detail {
-[[noreturn]] void throw_bad_extent(long long value);
-[[noreturn]] void throw_bad_extent(unsigned long long value);
+[[noreturn]] CUDAKIT_API void throw_bad_extent(long long value);
+[[noreturn]] CUDAKIT_API void throw_bad_extent(unsigned long long value);
 template <std::integral I>
 constexpr unsigned extent(I v) {
   if constexpr (std::is_signed_v<I>) {
@@ -38,7 +40,7 @@ constexpr unsigned extent(I v) {
 
 /// Three extents: a grid in blocks, a block in threads, a cluster in blocks. A launch
 /// refuses a zero extent; a negative one, or one above 2^32 - 1, throws InvalidArgument here.
-struct Dim3 {
+struct CUDAKIT_API Dim3 {
   unsigned x = 1, y = 1, z = 1;
 
   constexpr Dim3() = default;
@@ -53,10 +55,10 @@ struct Dim3 {
 };
 
 /// "(256, 1, 1)".
-std::string to_string(Dim3 d);
+CUDAKIT_API std::string to_string(Dim3 d);
 
 namespace detail {
-Dim3 grid_for_count(std::uint64_t n, unsigned block, bool negative);
+CUDAKIT_API Dim3 grid_for_count(std::uint64_t n, unsigned block, bool negative);
 }
 
 /// The blocks of `block` threads that cover `n` items: ceil(n / block) in x. Throws
@@ -70,12 +72,12 @@ Dim3 grid_for(N n, unsigned block) {
 }
 
 /// Per dimension: the blocks of `block` that cover `extent` (e.g. an nx by ny image).
-Dim3 grid_for(Dim3 extent, Dim3 block);
+CUDAKIT_API Dim3 grid_for(Dim3 extent, Dim3 block);
 
 /// The shape of a launch: grid, block, dynamic shared memory and the launch attributes
 /// below. Checked against the device's and the kernel's limits before the driver sees it
 /// (InvalidArgument, naming the limit).
-struct LaunchConfig {
+struct CUDAKIT_API LaunchConfig {
   /// Blocks in the grid.
   Dim3 grid = {};
   /// Threads in a block.

@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cudakit/export.hpp"
 #include "cudakit/kernel.hpp"
 #include "cudakit/module.hpp"
 #include "cudakit/module_image.hpp"
@@ -41,7 +42,7 @@ struct LibraryState;
 
 /// Code loaded once for every device (see above): a shared owner, move-only; its kernels
 /// keep it loaded. Calls that need it throw EmptyHandle on an empty one.
-class Library {
+class CUDAKIT_API Library {
  public:
   /// Loads an image from memory (signed or unsigned bytes; not needed after the call) or
   /// from a file. Every load throws InvalidArgument for an image of no known format or a

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cudakit/export.hpp"
 #include "cudakit/device.hpp"
 
 namespace cudakit {
@@ -42,7 +43,7 @@ namespace cudakit {
 inline constexpr std::uint64_t keep_all_pool_memory = UINT64_MAX;
 
 /// How much memory a pool holds and how much of it is in use, now and at its peak.
-struct PoolUsage {
+struct CUDAKIT_API PoolUsage {
   std::uint64_t reserved_bytes = 0;       ///< memory the pool holds from the OS now
   std::uint64_t reserved_high_bytes = 0;  ///< the most it held since the last reset
   std::uint64_t used_bytes = 0;           ///< memory handed out to allocations now
@@ -52,7 +53,7 @@ struct PoolUsage {
 /// A non-owning view of a memory pool (cudakit never creates or destroys pools): the
 /// device's default pool, which DeviceBuffer allocates from, or a raw one. Calls that
 /// need the pool throw EmptyHandle on an empty ref and DriverError when the driver fails.
-class MemoryPoolRef {
+class CUDAKIT_API MemoryPoolRef {
  public:
   /// Device `device`'s default memory pool (cuDeviceGetDefaultMemPool; cached).
   static MemoryPoolRef device_default(Device device);
@@ -101,9 +102,9 @@ inline MemoryPoolRef default_memory_pool(Device device) { return MemoryPoolRef::
 namespace detail {
 /// Applies cudakit's release-threshold default to the device's default pool, once per
 /// device (see above). Cheap after the first call: one relaxed load.
-void configure_default_pool(int device);
+CUDAKIT_API void configure_default_pool(int device);
 /// Trims the device's default pool to zero, ignoring errors: the out-of-memory path.
-void trim_default_pool_quietly(int device) noexcept;
+CUDAKIT_API void trim_default_pool_quietly(int device) noexcept;
 }  // namespace detail
 
 }  // namespace cudakit

@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cudakit/export.hpp"
 #include "cudakit/context.hpp"
 #include "cudakit/device.hpp"
 #include "cudakit/error.hpp"
@@ -51,7 +52,7 @@ namespace cudakit {
 class CompiledProgram;
 
 /// Options for the driver's PTX JIT (ignored for machine code).
-struct JitOptions {
+struct CUDAKIT_API JitOptions {
   /// 0 to 4 (the driver's default is 4).
   std::optional<int> optimization_level = std::nullopt;
   /// A cap on registers per thread.
@@ -65,13 +66,13 @@ struct JitOptions {
 };
 
 /// How a Module or Library loads: whether PTX may be JIT-compiled, and the JIT's options.
-struct ModuleOptions {
+struct CUDAKIT_API ModuleOptions {
   JitPolicy jit_policy = JitPolicy::allow;
   JitOptions jit = {};
 };
 
 /// What was loaded and what the driver runs from it.
-struct LoadReport {
+struct CUDAKIT_API LoadReport {
   /// Where the image came from: "file 'k.fatbin'", "memory", "program 'saxpy.cu'".
   std::string source;
   ImageContents contents;
@@ -90,7 +91,7 @@ struct LoadReport {
 };
 
 /// Loading a module failed. code() is the driver's; log() is the JIT's error log (PTX).
-class ModuleLoadError : public DriverError {
+class CUDAKIT_API ModuleLoadError : public DriverError {
  public:
   /// `message` is the whole what(); `log` the JIT's error log (empty when none).
   ModuleLoadError(CUresult code, std::string call, std::string resource, std::string message, std::string log)
@@ -106,7 +107,7 @@ namespace detail {
 struct ModuleState;
 
 /// The device a module is loaded on: a Device, or its primary context.
-struct OnDevice {
+struct CUDAKIT_API OnDevice {
   OnDevice(const Device& device) noexcept : ordinal(device.ordinal()) {}
   OnDevice(ContextRef context);
   OnDevice(const Context& context) : OnDevice(context.ref()) {}
@@ -122,7 +123,7 @@ using NameExpressions = std::vector<std::pair<std::string, std::string>>;
 /// its kernels keep it loaded. Every load throws InvalidArgument for an image of no known
 /// format or one the device cannot run (or could only JIT while the policy refuses),
 /// ModuleLoadError when the driver refuses it, DriverUnavailable without a driver.
-class Module {
+class CUDAKIT_API Module {
  public:
   /// Loads an image from memory. The bytes are not needed after the call.
   static Module load(detail::OnDevice device, std::span<const std::byte> image, const ModuleOptions& options = {});

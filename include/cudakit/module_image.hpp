@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cudakit/export.hpp"
 #include "cudakit/device.hpp"
 
 namespace cudakit {
@@ -33,10 +34,10 @@ enum class ImageFormat : std::uint8_t {
 };
 
 /// "cubin", "PTX", "fatbin".
-const char* to_string(ImageFormat format) noexcept;
+CUDAKIT_API const char* to_string(ImageFormat format) noexcept;
 
 /// What an image holds, read from its headers.
-struct ImageContents {
+struct CUDAKIT_API ImageContents {
   ImageFormat format = ImageFormat::cubin;
   /// Architectures with machine code, as numbers: 90 for sm_90.
   std::vector<int> machine_code;
@@ -52,7 +53,7 @@ struct ImageContents {
 /// Reads an image's headers. Throws InvalidArgument for an image that is none of the
 /// three formats (naming its first bytes), is truncated, or is an ELF file for another
 /// machine.
-ImageContents inspect_image(std::span<const std::byte> image);
+CUDAKIT_API ImageContents inspect_image(std::span<const std::byte> image);
 
 /// Whether the driver may JIT-compile PTX when an image has no machine code for the GPU.
 enum class JitPolicy : std::uint8_t {
@@ -67,10 +68,10 @@ enum class CodeKind : std::uint8_t {
 };
 
 /// "native machine code" / "JIT-compiled PTX".
-const char* to_string(CodeKind kind) noexcept;
+CUDAKIT_API const char* to_string(CodeKind kind) noexcept;
 
 /// What the driver runs from an image on one GPU (choose_code()).
-struct CodeChoice {
+struct CUDAKIT_API CodeChoice {
   CodeKind kind = CodeKind::native;
   /// The machine code's architecture (native) or the PTX target (jit), e.g. 90.
   int arch = 0;
@@ -81,7 +82,7 @@ struct CodeChoice {
 /// the message starts with `what` ("module image 'k.fatbin'") and names the architectures
 /// the image has and the GPU's. CUDA_FORCE_PTX_JIT=1 in the environment makes the driver
 /// prefer PTX, and this function follows it.
-CodeChoice choose_code(const ImageContents& contents, ComputeCapability device, JitPolicy policy,
+CUDAKIT_API CodeChoice choose_code(const ImageContents& contents, ComputeCapability device, JitPolicy policy,
                        const std::string& what);
 
 }  // namespace cudakit

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 
+#include "cudakit/export.hpp"
 #include "cudakit/kernel.hpp"
 #include "cudakit/launch_config.hpp"
 
@@ -17,11 +18,11 @@ namespace cudakit {
 
 /// Blocks of `block_threads` threads (and `dynamic_shared_bytes` each) that fit on one
 /// multiprocessor at once (cuOccupancyMaxActiveBlocksPerMultiprocessor).
-int max_active_blocks_per_multiprocessor(const Function& kernel, unsigned block_threads,
+CUDAKIT_API int max_active_blocks_per_multiprocessor(const Function& kernel, unsigned block_threads,
                                          std::size_t dynamic_shared_bytes = 0);
 
 /// What suggested_block_size() returns.
-struct BlockSizeSuggestion {
+struct CUDAKIT_API BlockSizeSuggestion {
   /// The block size with the highest occupancy.
   int block_size = 0;
   /// The smallest grid that reaches that occupancy on the whole device.
@@ -30,15 +31,15 @@ struct BlockSizeSuggestion {
 
 /// The block size with the highest occupancy (cuOccupancyMaxPotentialBlockSize), for a fixed
 /// dynamic shared memory size per block; `block_size_limit` caps it (0: no cap).
-BlockSizeSuggestion suggested_block_size(const Function& kernel, std::size_t dynamic_shared_bytes = 0,
+CUDAKIT_API BlockSizeSuggestion suggested_block_size(const Function& kernel, std::size_t dynamic_shared_bytes = 0,
                                          int block_size_limit = 0);
 
 /// Clusters of `config.cluster` (required) that can be resident at once
 /// (cuOccupancyMaxActiveClusters; compute capability 9.0+).
-int max_active_clusters(const Function& kernel, const LaunchConfig& config);
+CUDAKIT_API int max_active_clusters(const Function& kernel, const LaunchConfig& config);
 
 /// The largest cluster size the kernel can launch with in `config`'s shape
 /// (cuOccupancyMaxPotentialClusterSize; compute capability 9.0+).
-int max_potential_cluster_size(const Function& kernel, const LaunchConfig& config);
+CUDAKIT_API int max_potential_cluster_size(const Function& kernel, const LaunchConfig& config);
 
 }  // namespace cudakit

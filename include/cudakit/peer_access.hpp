@@ -13,6 +13,7 @@
 // Thread safety: any thread, any time.
 #pragma once
 
+#include "cudakit/export.hpp"
 #include "cudakit/device.hpp"
 
 namespace cudakit {
@@ -20,12 +21,12 @@ namespace cudakit {
 /// Lets device `from` access device `to`'s memory. InvalidArgument when the two are the
 /// same device or when `from` cannot access `to` (Device::can_access_peer is false).
 /// Costs one relaxed load after the first call for a pair.
-void enable_peer_access(Device from, Device to);
+CUDAKIT_API void enable_peer_access(Device from, Device to);
 
 namespace detail {
 /// Enables peer access both ways between two devices where possible, once per pair;
 /// quietly leaves pairs that cannot be enabled to the driver's staged peer copies.
-void enable_peer_access_for_copies(int a, int b);
+CUDAKIT_API void enable_peer_access_for_copies(int a, int b);
 }  // namespace detail
 
 }  // namespace cudakit

@@ -35,6 +35,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cudakit/export.hpp"
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/memory_init.hpp"
@@ -42,7 +43,7 @@
 namespace cudakit {
 
 /// How page-locked host memory is made.
-struct PinnedOptions {
+struct CUDAKIT_API PinnedOptions {
   /// Also map it into the device address space (CU_MEMHOSTALLOC_DEVICEMAP), so kernels
   /// can use it through mapped_pointer().
   bool mapped = false;
@@ -54,7 +55,7 @@ struct PinnedOptions {
 namespace detail {
 /// Allocates `bytes` of portable page-locked memory; fills it with zeros when asked.
 /// Stores the device address of mapped memory in `*mapped` (0 otherwise).
-Allocation* allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions options, CUdeviceptr* mapped);
+CUDAKIT_API Allocation* allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions options, CUdeviceptr* mapped);
 }  // namespace detail
 
 /// Owns `size()` elements of T in page-locked host memory (see above). Move-only;

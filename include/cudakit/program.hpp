@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "cudakit/export.hpp"
 #include "cudakit/device.hpp"
 #include "cudakit/error.hpp"
 
@@ -47,7 +48,7 @@ enum class ProgramOutput : std::uint8_t {
 };
 
 /// How a Program compiles.
-struct CompileOptions {
+struct CUDAKIT_API CompileOptions {
   /// "sm_90" (or "compute_90"; the prefix follows the output: cubin needs sm_, PTX compute_).
   /// Empty: the device's, with compile(device); compile(options) then requires it.
   std::string arch = {};
@@ -66,7 +67,7 @@ struct CompileOptions {
 };
 
 /// NVRTC's output: a cubin or PTX, its log, and the lowered names of its name expressions.
-class CompiledProgram {
+class CUDAKIT_API CompiledProgram {
  public:
   /// The program's name ("saxpy.cu").
   const std::string& name() const noexcept { return name_; }
@@ -98,7 +99,7 @@ class CompiledProgram {
 
 /// CUDA C++ source to compile at run time with NVRTC (loaded on first use). Building one
 /// calls nothing; compile() may be called several times, from several threads.
-class Program {
+class CUDAKIT_API Program {
  public:
   /// The source text and the name messages and logs use for it.
   explicit Program(std::string source, std::string name = "program.cu");
@@ -126,14 +127,14 @@ class Program {
 };
 
 /// An NVRTC version, e.g. {13, 0}.
-struct NvrtcVersion {
+struct CUDAKIT_API NvrtcVersion {
   int major = 0;
   int minor = 0;
 };
 
 /// The version of the NVRTC cudakit loads (throws CompilerUnavailable without one).
-NvrtcVersion nvrtc_version();
+CUDAKIT_API NvrtcVersion nvrtc_version();
 /// The architectures that NVRTC compiles for, as numbers (75, 80, ..., 90, ...).
-std::vector<int> nvrtc_architectures();
+CUDAKIT_API std::vector<int> nvrtc_architectures();
 
 }  // namespace cudakit

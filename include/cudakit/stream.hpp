@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cudakit/export.hpp"
 #include "cudakit/context.hpp"
 #include "cudakit/detail/stream_state.hpp"
 #include "cudakit/event.hpp"
@@ -32,7 +33,7 @@ class StreamRef;
 namespace detail {
 // Host callbacks: the driver calls `invoke` with a heap-held callable, which runs it,
 // reports an exception through the parked-error channel, and frees it.
-struct HostCallback {
+struct CUDAKIT_API HostCallback {
   virtual ~HostCallback() = default;
   virtual void run() = 0;
   CUstream stream = nullptr;
@@ -46,14 +47,14 @@ struct HostCallbackOf final : HostCallback {
 };
 // On a stream under a cudakit capture, the graph takes the callback and runs it at
 // every launch (capture.hpp).
-void enqueue_host_callback(const StreamRef& stream, std::unique_ptr<HostCallback> callback);
+CUDAKIT_API void enqueue_host_callback(const StreamRef& stream, std::unique_ptr<HostCallback> callback);
 }  // namespace detail
 
 /// A non-owning view of a stream: handle, device ordinal and (for cudakit's streams) the
 /// shared tracking state; trivially copyable, does not keep the stream alive. The calls
 /// below throw EmptyHandle on an empty ref, ContextPoisoned on a poisoned device and
 /// DriverError when the driver fails.
-class StreamRef {
+class CUDAKIT_API StreamRef {
  public:
   /// An empty ref (never the legacy stream).
   StreamRef() = default;
@@ -118,7 +119,7 @@ class StreamRef {
 
 /// Owns a non-blocking stream (cuStreamCreateWithPriority), destroyed with the owner; a
 /// failed destroy is parked. Move-only. The calls are StreamRef's, and throw as they do.
-class Stream {
+class CUDAKIT_API Stream {
  public:
   /// A new non-blocking stream in `context` with `priority` (0 is the default, the
   /// least urgent; see ContextRef::stream_priority_range()). A priority outside the

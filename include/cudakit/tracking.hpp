@@ -22,6 +22,8 @@
 
 #include <cstdint>
 
+#include "cudakit/export.hpp"
+
 namespace cudakit {
 
 /// How a piece of work touches a buffer.
@@ -31,13 +33,13 @@ enum class Access : std::uint8_t {
 };
 
 namespace detail {
-extern thread_local int manual_ordering_depth;
+CUDAKIT_API extern thread_local int manual_ordering_depth;
 }
 
 /// While alive, cudakit does not order buffers across streams on this thread: the code
 /// in the scope orders its work by hand. Nests. Graph capture still records the
 /// buffers a capture touches (their lifetime is never manual).
-class ManualOrdering {
+class CUDAKIT_API ManualOrdering {
  public:
   /// Turns ordering off on this thread until the matching destructor (depth counted).
   ManualOrdering() noexcept { ++detail::manual_ordering_depth; }

@@ -2,12 +2,19 @@
 #include <cudakit/cudakit.hpp>
 
 #include <cstdio>
+#include <string_view>
 
 int main() {
+  // The headers and the library linked in are the same version.
+  if (cudakit::version() != CUDAKIT_VERSION_STRING) {
+    std::printf("version mismatch: headers %s, library %.*s\n", CUDAKIT_VERSION_STRING,
+                static_cast<int>(cudakit::version().size()), cudakit::version().data());
+    return 1;
+  }
   try {
-    std::printf("devices: %d\n", cudakit::Device::count());
+    std::printf("cudakit %s, devices: %d\n", CUDAKIT_VERSION_STRING, cudakit::Device::count());
   } catch (const cudakit::DriverUnavailable& e) {
-    std::printf("no driver (expected without a GPU): %s\n", e.what());
+    std::printf("cudakit %s, no driver (expected without a GPU): %s\n", CUDAKIT_VERSION_STRING, e.what());
   }
   return 0;
 }

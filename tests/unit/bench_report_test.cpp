@@ -1,256 +1,39 @@
-// `cudakit bench --json`: escaping, the writer's commas and nesting, and the shape of
-// the report. A small recursive-descent parser below checks that every document is
-// valid JSON (RFC 8259) and lets the tests read values back.
+// `cudakit bench --json`: the shape of the report, read back with nlohmann/json (any
+// document that does not parse fails the test): the run's header, each result's samples,
+// spreads, ratio, target and verdict, and null where a figure could not be formed.
 #include <gtest/gtest.h>
 
-#include <cctype>
+#include <nlohmann/json.hpp>
+
 #include <cmath>
-#include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "bench/json_writer.hpp"
 #include "bench/report.hpp"
 
 namespace cudakit::tool::bench {
 namespace {
 
-// ---- a minimal JSON reader, for checking only ----
+using nlohmann::json;
 
-struct Json {
-  enum Kind { null, boolean, number, string, array, object } kind = null;
-  bool flag = false;
-  double num = 0;
-  std::string text;
-  std::vector<Json> items;
-  std::map<std::string, Json> members;
-  const Json& operator[](const std::string& key) const {
-    static const Json missing;
-    auto it = members.find(key);
-    return it == members.end() ? missing : it->second;
-  }
-};
-
-class JsonReader {
- public:
-  explicit JsonReader(const std::string& s) : s_(s) {}
-
-  // Parses the whole text; `error` says where it went wrong.
-  bool parse(Json& out, std::string& error) {
-    ok_ = true;
-    out = value();
-    space();
-    if (ok_ && i_ != s_.size()) fail("trailing characters");
-    error = error_;
-    return ok_;
-  }
-
- private:
-  void fail(const std::string& why) {
-    if (ok_) error_ = why + " at offset " + std::to_string(i_);
-    ok_ = false;
-  }
-  void space() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
-  }
-  bool eat(char c) {
-    space();
-    if (i_ < s_.size() && s_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  bool word(const char* w) {
-    std::string t(w);
-    if (s_.compare(i_, t.size(), t) != 0) return false;
-    i_ += t.size();
-    return true;
-  }
-  std::string string_body() {
-    std::string out;
-    ++i_;  // opening quote
-    while (ok_) {
-      if (i_ >= s_.size()) {
-        fail("unterminated string");
-        break;
-      }
-      char c = s_[i_++];
-      if (c == '"') break;
-      if (static_cast<unsigned char>(c) < 0x20) fail("raw control character in a string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      char e = i_ < s_.size() ? s_[i_++] : '\0';
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          if (i_ + 4 > s_.size()) return fail("short \\u escape"), out;
-          unsigned code = std::stoul(s_.substr(i_, 4), nullptr, 16);
-          i_ += 4;
-          if (code < 0x80) out += static_cast<char>(code);
-          else out += '?';  // enough for these tests
-          break;
-        }
-        default: fail("bad escape");
-      }
-    }
-    return out;
-  }
-  Json value() {
-    Json v;
-    space();
-    if (i_ >= s_.size()) return fail("unexpected end"), v;
-    char c = s_[i_];
-    if (c == '{') {
-      ++i_;
-      v.kind = Json::object;
-      if (eat('}')) return v;
-      do {
-        space();
-        if (i_ >= s_.size() || s_[i_] != '"') return fail("expected a key"), v;
-        std::string key = string_body();
-        if (!eat(':')) return fail("expected ':'"), v;
-        v.members[key] = value();
-      } while (ok_ && eat(','));
-      if (!eat('}')) fail("expected '}'");
-    } else if (c == '[') {
-      ++i_;
-      v.kind = Json::array;
-      if (eat(']')) return v;
-      do v.items.push_back(value());
-      while (ok_ && eat(','));
-      if (!eat(']')) fail("expected ']'");
-    } else if (c == '"') {
-      v.kind = Json::string;
-      v.text = string_body();
-    } else if (word("true")) {
-      v.kind = Json::boolean;
-      v.flag = true;
-    } else if (word("false")) {
-      v.kind = Json::boolean;
-    } else if (word("null")) {
-      v.kind = Json::null;
-    } else if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) {
-      std::size_t start = i_;
-      if (s_[i_] == '-') ++i_;
-      auto digits = [&] {
-        std::size_t d = i_;
-        while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
-        return i_ > d;
-      };
-      if (!digits()) return fail("bad number"), v;
-      if (i_ < s_.size() && s_[i_] == '.' && (++i_, !digits())) return fail("bad fraction"), v;
-      if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
-        ++i_;
-        if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
-        if (!digits()) return fail("bad exponent"), v;
-      }
-      v.kind = Json::number;
-      v.num = std::stod(s_.substr(start, i_ - start));
-    } else {
-      fail(std::string("unexpected '") + c + "'");
-    }
-    return v;
-  }
-
-  const std::string& s_;
-  std::size_t i_ = 0;
-  bool ok_ = true;
-  std::string error_;
-};
-
-Json parsed(const std::string& text) {
-  Json out;
-  std::string error;
-  EXPECT_TRUE(JsonReader(text).parse(out, error)) << error << "\n" << text;
-  return out;
+json parsed(const std::string& text) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(doc.is_discarded()) << text;
+  return doc;
 }
-
-// ---- escaping and the writer ----
-
-TEST(BenchJson, EscapesQuotesBackslashesAndControlCharacters) {
-  EXPECT_EQ(json_escaped("a\"b\\c"), "a\\\"b\\\\c");
-  EXPECT_EQ(json_escaped("line\nnext\ttab\r"), "line\\nnext\\ttab\\r");
-  EXPECT_EQ(json_escaped(std::string("\x01\x1f", 2)), "\\u0001\\u001f");
-}
-
-TEST(BenchJson, KeepsUtf8AsItIs) { EXPECT_EQ(json_escaped("µs ±2%"), "µs ±2%"); }
-
-TEST(BenchJson, EscapedStringsReadBackUnchanged) {
-  std::string nasty = "quote \" backslash \\ newline \n bell \x07 end";
-  JsonWriter w;
-  w.begin_object();
-  w.key(nasty);
-  w.value(nasty);
-  w.end_object();
-  Json doc = parsed(w.text());
-  EXPECT_EQ(doc[nasty].text, nasty);
-}
-
-TEST(BenchJson, WriterPutsCommasBetweenMembersAndNests) {
-  JsonWriter w;
-  w.begin_object();
-  w.key("a");
-  w.value(1);
-  w.key("list");
-  w.begin_array(JsonWriter::Layout::one_line);
-  w.value(1.5);
-  w.value(true);
-  w.value("x");
-  w.null();
-  w.end_array();
-  w.key("empty");
-  w.begin_object();
-  w.end_object();
-  w.key("empty_list");
-  w.begin_array();
-  w.end_array();
-  w.end_object();
-  Json doc = parsed(w.text());
-  EXPECT_EQ(doc["a"].num, 1);
-  ASSERT_EQ(doc["list"].items.size(), 4u);
-  EXPECT_EQ(doc["list"].items[3].kind, Json::null);
-  EXPECT_EQ(doc["empty"].kind, Json::object);
-  EXPECT_EQ(doc["empty_list"].kind, Json::array);
-  EXPECT_NE(w.text().find("[1.5, true, \"x\", null]"), std::string::npos) << w.text();
-}
-
-TEST(BenchJson, NonFiniteNumbersBecomeNull) {
-  JsonWriter w;
-  w.begin_array();
-  w.value(std::nan(""));
-  w.value(INFINITY);
-  w.value(1e-7);
-  w.end_array();
-  Json doc = parsed(w.text());
-  EXPECT_EQ(doc.items[0].kind, Json::null);
-  EXPECT_EQ(doc.items[1].kind, Json::null);
-  EXPECT_DOUBLE_EQ(doc.items[2].num, 1e-7);
-}
-
-// ---- the report ----
 
 RunInfo sample_info() {
   RunInfo info;
   info.date_utc = "2026-12-02T10:11:12Z";
   info.cudakit_version = "0.1.0";
   info.driver_version = "13.0";
-  info.gpu_name = "NVIDIA \"H200\"";
+  info.gpu_name = "NVIDIA \"H200\" \\ µs\n";
   info.compute_capability = "9.0";
   info.multiprocessors = 132;
   info.sm_clock_mhz = 1980;
   info.memory_clock_mhz = 3201;
   info.memory_bus_width_bits = 6144;
+  info.rounds = 9;
   info.filters = {"event"};
   return info;
 }
@@ -263,57 +46,65 @@ std::vector<Result> sample_results() {
 }
 
 TEST(BenchReport, HasTheRunHeader) {
-  Json doc = parsed(report_json(sample_info(), sample_results()));
-  EXPECT_EQ(doc["schema"].text, report_schema);
-  EXPECT_EQ(doc["date"].text, "2026-12-02T10:11:12Z");
-  EXPECT_EQ(doc["driver_version"].text, "13.0");
-  EXPECT_EQ(doc["gpu"]["name"].text, "NVIDIA \"H200\"");
-  EXPECT_EQ(doc["gpu"]["sm_clock_mhz"].num, 1980);
-  EXPECT_EQ(doc["gpu"]["memory_clock_mhz"].num, 3201);
-  EXPECT_EQ(doc["filters"].items.at(0).text, "event");
-  EXPECT_EQ(doc["quick"].kind, Json::boolean);
+  json doc = parsed(report_json(sample_info(), sample_results()));
+  EXPECT_EQ(doc["schema"], report_schema);
+  EXPECT_EQ(doc["date"], "2026-12-02T10:11:12Z");
+  EXPECT_EQ(doc["driver_version"], "13.0");
+  EXPECT_EQ(doc["gpu"]["name"], "NVIDIA \"H200\" \\ µs\n") << "quotes, backslashes, UTF-8 and newlines read back";
+  EXPECT_EQ(doc["gpu"]["sm_clock_mhz"], 1980);
+  EXPECT_EQ(doc["gpu"]["memory_clock_mhz"], 3201);
+  EXPECT_EQ(doc["filters"].at(0), "event");
+  EXPECT_EQ(doc["rounds"], 9);
+  EXPECT_TRUE(doc["quick"].is_boolean());
 }
 
 TEST(BenchReport, EveryResultCarriesSamplesSpreadsRatioTargetAndVerdict) {
-  Json doc = parsed(report_json(sample_info(), sample_results()));
-  const auto& results = doc["results"].items;
+  json doc = parsed(report_json(sample_info(), sample_results()));
+  const json& results = doc["results"];
   ASSERT_EQ(results.size(), 4u);
-  const Json& met = results[0];
-  EXPECT_EQ(met["name"].text, "event record");
-  EXPECT_EQ(met["unit"].text, "us");
-  EXPECT_FALSE(met["higher_is_better"].flag);
-  EXPECT_EQ(met["cudakit"]["samples"].items.size(), 3u);
-  EXPECT_NEAR(met["cudakit"]["median"].num, 0.11, 1e-9);
-  for (const char* field : {"p10", "p90", "min", "max"}) EXPECT_EQ(met["raw"][field].kind, Json::number) << field;
-  EXPECT_NEAR(met["ratio"].num, 1.0, 1e-9);
-  EXPECT_EQ(met["round_ratio"]["median"].kind, Json::number);
-  EXPECT_DOUBLE_EQ(met["target_ratio"].num, 1.05);
-  EXPECT_TRUE(met["passed"].flag);
-  EXPECT_EQ(met["series"].kind, Json::null);  // only size sweeps have a series
+  const json& met = results[0];
+  EXPECT_EQ(met["name"], "event record");
+  EXPECT_EQ(met["unit"], "us");
+  EXPECT_FALSE(met["higher_is_better"].get<bool>());
+  EXPECT_EQ(met["cudakit"]["samples"].size(), 3u);
+  EXPECT_NEAR(met["cudakit"]["median"].get<double>(), 0.11, 1e-9);
+  for (const char* field : {"p10", "p90", "min", "max"}) EXPECT_TRUE(met["raw"][field].is_number()) << field;
+  EXPECT_NEAR(met["ratio"].get<double>(), 1.0, 1e-9);
+  EXPECT_TRUE(met["round_ratio"]["median"].is_number());
+  EXPECT_DOUBLE_EQ(met["target_ratio"].get<double>(), 1.05);
+  EXPECT_TRUE(met["passed"].get<bool>());
+  EXPECT_FALSE(met.contains("series")) << "only size sweeps have a series";
 
-  EXPECT_FALSE(results[1]["passed"].flag);
-  EXPECT_EQ(results[1]["passed"].kind, Json::boolean);
+  EXPECT_TRUE(results[1]["passed"].is_boolean());
+  EXPECT_FALSE(results[1]["passed"].get<bool>());
 
-  EXPECT_TRUE(results[2]["higher_is_better"].flag);
-  EXPECT_EQ(results[2]["series"].text, "pinned H2D");
-  EXPECT_EQ(results[2]["size_bytes"].num, 1 << 20);
+  EXPECT_TRUE(results[2]["higher_is_better"].get<bool>());
+  EXPECT_EQ(results[2]["series"], "pinned H2D");
+  EXPECT_EQ(results[2]["size_bytes"], 1 << 20);
 
-  EXPECT_EQ(results[3]["error"].text, "cuGraphLaunch: \"boom\"");
-  EXPECT_FALSE(results[3]["passed"].flag);
-  EXPECT_EQ(results[3]["ratio"].kind, Json::null);
+  EXPECT_EQ(results[3]["error"], "cuGraphLaunch: \"boom\"");
+  EXPECT_FALSE(results[3]["passed"].get<bool>());
+  EXPECT_TRUE(results[3]["ratio"].is_null()) << "no ratio without samples: null, not NaN";
+}
+
+TEST(BenchReport, NonFiniteSamplesBecomeNull) {
+  Result r = cost_result("odd", "events", {{1e-7, std::nan("")}, {1e-7, INFINITY}}, 1.05);
+  json doc = parsed(report_json(sample_info(), {r}));
+  EXPECT_TRUE(doc["results"][0]["cudakit"]["samples"][1].is_null());
+  EXPECT_TRUE(doc["results"][0]["raw"]["samples"][1].is_null());
 }
 
 TEST(BenchReport, CountsMetAndMissedTargets) {
-  Json doc = parsed(report_json(sample_info(), sample_results()));
-  EXPECT_EQ(doc["targets_met"].num, 2);
-  EXPECT_EQ(doc["targets_missed"].num, 2);  // the slow one and the error
-  EXPECT_FALSE(doc["passed"].flag);
+  json doc = parsed(report_json(sample_info(), sample_results()));
+  EXPECT_EQ(doc["targets_met"], 2);
+  EXPECT_EQ(doc["targets_missed"], 2);  // the slow one and the error
+  EXPECT_FALSE(doc["passed"].get<bool>());
 }
 
 TEST(BenchReport, AnEmptyRunIsValidAndPasses) {
-  Json doc = parsed(report_json(RunInfo{}, {}));
-  EXPECT_TRUE(doc["results"].items.empty());
-  EXPECT_TRUE(doc["passed"].flag);
+  json doc = parsed(report_json(RunInfo{}, {}));
+  EXPECT_TRUE(doc["results"].empty());
+  EXPECT_TRUE(doc["passed"].get<bool>());
 }
 
 TEST(BenchReport, DateIsUtcIso8601) {

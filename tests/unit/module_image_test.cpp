@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <span>
+#include <vector>
 
 #include "cudakit/module_image.hpp"
 #include "fake_fixture.hpp"
@@ -126,22 +128,35 @@ TEST(JitPolicy, ForcedPtxJitIsFollowed) {
 }
 
 #ifdef CUDAKIT_HAVE_TEST_KERNELS
-// The images nvcc built for the tests: sm_90 machine code plus compute_90 PTX.
+std::vector<int> listed(std::span<const int> archs) { return {archs.begin(), archs.end()}; }
+
+// The images nvcc built for the tests: the fatbin has machine code for every architecture
+// of the build (CUDAKIT_KERNEL_ARCHS) and PTX for the first of each generation and the
+// newest; the cubin is one architecture; the PTX image targets the oldest.
 TEST(ModuleImage, ReadsTheImagesNvccBuilt) {
   auto fat = inspect_image(std::as_bytes(cudakit_kernels::test_fatbin()));
   EXPECT_EQ(fat.format, ImageFormat::fatbin);
-  EXPECT_EQ(fat.machine_code, std::vector<int>{90});
-  EXPECT_EQ(fat.ptx, std::vector<int>{90});
-  EXPECT_EQ(choose_code(fat, hopper, JitPolicy::refuse, "fatbin").kind, CodeKind::native);
-  EXPECT_EQ(choose_code(fat, blackwell, JitPolicy::allow, "fatbin").kind, CodeKind::jit);
+  EXPECT_EQ(fat.machine_code, listed(cudakit_kernels::test_machine_code_architectures));
+  EXPECT_EQ(fat.ptx, listed(cudakit_kernels::test_ptx_architectures));
 
   auto cubin = inspect_image(std::as_bytes(cudakit_kernels::test_cubin()));
   EXPECT_EQ(cubin.format, ImageFormat::cubin);
-  EXPECT_EQ(cubin.machine_code, std::vector<int>{90});
+  EXPECT_EQ(cubin.machine_code, std::vector<int>{cudakit_kernels::test_cubin_architecture});
 
   auto ptx = inspect_image(std::as_bytes(cudakit_kernels::test_ptx()));
   EXPECT_EQ(ptx.format, ImageFormat::ptx);
-  EXPECT_EQ(ptx.ptx, std::vector<int>{90});
+  EXPECT_EQ(ptx.ptx, std::vector<int>{cudakit_kernels::test_ptx_image_architecture});
+}
+
+// Every GPU the build lists runs its own machine code from the fatbin, with JIT refused.
+TEST(ModuleImage, EveryListedArchitectureRunsNativeCodeFromTheFatbin) {
+  auto fat = inspect_image(std::as_bytes(cudakit_kernels::test_fatbin()));
+  for (int arch : cudakit_kernels::test_machine_code_architectures) {
+    ComputeCapability gpu{arch / 10, arch % 10};
+    CodeChoice choice = choose_code(fat, gpu, JitPolicy::refuse, "fatbin");
+    EXPECT_EQ(choice.kind, CodeKind::native) << gpu.arch();
+    EXPECT_EQ(choice.arch, arch) << gpu.arch();
+  }
 }
 #endif
 

@@ -68,6 +68,7 @@ const std::vector<std::string> layer_order = {"driver", "device", "stream",    "
 // The layer of each public header (include/cudakit/, relative to it).
 const std::map<std::string, std::string> public_header_layer = {
     {"driver.hpp", "driver"},
+    {"export.hpp", "driver"},
     {"detail/driver_entries.hpp", "driver"},
     {"error.hpp", "driver"},
     {"device.hpp", "device"},
@@ -122,6 +123,11 @@ const std::set<std::pair<std::string, std::string>> allowed_upward_includes = {
     {"src/device/context.cpp", "include/cudakit/detail/capture_guard.hpp"},
 };
 
+// Public headers that CMake generates into the build folder (configure_file).
+const std::map<std::string, std::string> generated_header_layer = {
+    {"version.hpp", "driver"},
+};
+
 int rank_of(const std::string& layer) {
   auto it = std::find(layer_order.begin(), layer_order.end(), layer);
   return it == layer_order.end() ? -1 : static_cast<int>(it - layer_order.begin());
@@ -133,8 +139,11 @@ std::string layer_of_file(const std::string& path) {
   const std::string src = "src/", inc = "include/cudakit/";
   if (path.rfind(src, 0) == 0) return path.substr(src.size(), path.find('/', src.size()) - src.size());
   if (path.rfind(inc, 0) == 0) {
-    auto it = public_header_layer.find(path.substr(inc.size()));
-    return it == public_header_layer.end() ? "" : it->second;
+    std::string name = path.substr(inc.size());
+    auto it = public_header_layer.find(name);
+    if (it != public_header_layer.end()) return it->second;
+    auto generated = generated_header_layer.find(name);
+    return generated == generated_header_layer.end() ? "" : generated->second;
   }
   return "";
 }

@@ -1,7 +1,8 @@
 // The tool's global operator new, replaced with one that counts heap allocations per
 // thread, so the launch benchmarks can report how many a cudakit launch makes (DESIGN 8:
 // none). Counting is one thread-local increment; everything else is malloc and free.
-// Kept in its own file: only the tool links it (the unit tests have their own counter).
+// Kept in its own file: only the command links it (a test binary that links the tool
+// objects has its own counter).
 #include <cstdlib>
 #include <new>
 

@@ -1,13 +1,20 @@
-// `cudakit bench`: runs the registered benchmarks (bench/registry.hpp) on device 0,
-// prints a table of cudakit against the raw driver, and writes the run as JSON
-// (--json) and as an SVG picture (--plot). Exit 0 when every target was met, 1 when
-// one was missed or a benchmark failed, 2 without a GPU (DriverUnavailable, mapped by
-// main), 3 on a bad command line.
+// `cudakit bench`: runs the registered benchmarks (bench/registry.hpp) on one device,
+// prints a table of cudakit against the raw driver, and writes the run as JSON (--json
+// FILE, or - for stdout, where the table then goes to stderr) and as an SVG picture
+// (--plot). Exit 0 when every target was met, 1 when one was missed or a benchmark
+// failed, 2 without a GPU, 3 on a bad command line. A file is written only when the run
+// finished, through a temporary file renamed over it: a failed run leaves no file, and
+// no half-written one.
+#include <CLI/CLI.hpp>
+
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <optional>
+#include <limits>
+#include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "bench/plot.hpp"
@@ -23,56 +30,16 @@ using bench::Result;
 using bench::Verdict;
 
 struct BenchOptions {
-  std::string json_path;
+  std::string json_path;  // "-": stdout
   std::string plot_path;
   bool list = false;
   bool quick = false;
+  int rounds = 0;
+  int device = 0;
   std::vector<std::string> filters;
+
+  bool json_to_stdout() const { return json_path == "-"; }
 };
-
-constexpr const char* bench_usage =
-    "[--json FILE] [--plot FILE] [--list] [--filter TEXT...] [--quick]\n"
-    "                    time each operation through cudakit and through the raw driver, interleaved\n"
-    "                    in one process on device 0, and compare medians against each target;\n"
-    "                    --filter runs the benchmarks whose name or group contains a TEXT,\n"
-    "                    --quick the short set the doctor runs; exit 0 when every target is met,\n"
-    "                    1 when one is missed or a benchmark fails, 2 without a GPU";
-
-// Parses the options; a message (and nothing else) on a bad command line.
-std::optional<BenchOptions> parse(const std::vector<std::string>& args, std::string& error) {
-  BenchOptions o;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto file_argument = [&](std::string& into) {
-      if (i + 1 >= args.size() || args[i + 1].empty()) {
-        error = a + " needs a file name";
-        return false;
-      }
-      into = args[++i];
-      return true;
-    };
-    if (a == "--json") {
-      if (!file_argument(o.json_path)) return std::nullopt;
-    } else if (a == "--plot") {
-      if (!file_argument(o.plot_path)) return std::nullopt;
-    } else if (a == "--list") {
-      o.list = true;
-    } else if (a == "--quick") {
-      o.quick = true;
-    } else if (a == "--filter") {
-      std::size_t first = i + 1;
-      while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) o.filters.push_back(args[++i]);
-      if (i + 1 == first) {
-        error = "--filter needs at least one TEXT";
-        return std::nullopt;
-      }
-    } else {
-      error = "unknown option '" + a + "'";
-      return std::nullopt;
-    }
-  }
-  return o;
-}
 
 // "0.131", "12.50", "4250": enough digits to compare, no more.
 std::string figure(double v) {
@@ -93,16 +60,16 @@ std::string with_spread(const bench::Spread& s, const std::string& unit) {
 
 // The table: one row per result. Rows begin with two spaces and carry "x raw", the
 // header carries "ratio" and "target": scripts/device-suite.sh greps for them.
-void print_header() {
-  std::printf("  %-36s %-25s %-25s %-12s %-9s %s\n", "benchmark", "cudakit median ±spread",
+void print_header(std::FILE* out) {
+  std::fprintf(out, "  %-36s %-25s %-25s %-12s %-9s %s\n", "benchmark", "cudakit median ±spread",
               "raw median ±spread", "ratio", "target", "result");
 }
 
-void print_row(const Result& r, bool tty) {
+void print_row(std::FILE* out, const Result& r, bool color) {
   Verdict v = bench::judge(r);
   if (!r.error.empty()) {
-    std::printf("  %-36s %s (no ratio): %s\n", r.name.c_str(), tty ? "\033[31mERROR\033[0m" : "ERROR",
-                r.error.c_str());
+    std::fprintf(out, "  %-36s %s (no ratio): %s\n", r.name.c_str(), color ? "\033[31mERROR\033[0m" : "ERROR",
+                 r.error.c_str());
     return;
   }
   char ratio[32], target[32];
@@ -111,16 +78,16 @@ void print_row(const Result& r, bool tty) {
     std::snprintf(target, sizeof target, "%s %.2f", r.better == bench::Better::lower ? "<=" : ">=", r.target_ratio);
   else
     std::snprintf(target, sizeof target, "-");
-  const char* verdict = !v.judged ? "reported" : v.met ? (tty ? "\033[32mpass\033[0m" : "pass")
-                                                       : (tty ? "\033[31mMISS\033[0m" : "MISS");
-  std::printf("  %-36s %-25s %-25s %-12s %-9s %s\n", r.name.c_str(), with_spread(v.cudakit, r.unit).c_str(),
+  const char* verdict = !v.judged ? "reported" : v.met ? (color ? "\033[32mpass\033[0m" : "pass")
+                                                       : (color ? "\033[31mMISS\033[0m" : "MISS");
+  std::fprintf(out, "  %-36s %-25s %-25s %-12s %-9s %s\n", r.name.c_str(), with_spread(v.cudakit, r.unit).c_str(),
               with_spread(v.raw, r.unit).c_str(), ratio, target, verdict);
 }
 
 bench::RunInfo describe_run(const Device& device, const BenchOptions& o) {
   bench::RunInfo info;
   info.date_utc = bench::utc_now_iso8601();
-  info.cudakit_version = "0.1.0";
+  info.cudakit_version = std::string(cudakit::version());
   info.driver_version = driver::version_string(driver::version());
   info.device_ordinal = device.ordinal();
   info.gpu_name = device.name();
@@ -131,6 +98,7 @@ bench::RunInfo describe_run(const Device& device, const BenchOptions& o) {
   info.memory_clock_mhz = device.attribute(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE) / 1000;
   info.memory_bus_width_bits = device.attribute(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
   info.quick = o.quick;
+  info.rounds = o.rounds;
   info.filters = o.filters;
   return info;
 }
@@ -142,60 +110,71 @@ int list(const std::vector<bench::Benchmark>& chosen) {
   return exit_ok;
 }
 
-// Whether `path` can be written, checked before a run of minutes rather than after it.
-bool writable(const std::string& path) {
-  std::ofstream probe(path, std::ios::binary | std::ios::app);
-  return static_cast<bool>(probe);
-}
-
-bool write_file(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << content;
+// Checked before a run of minutes rather than after it: the folder exists and a file can
+// be created there (the probe is removed at once).
+void check_writable(const std::string& path) {
+  std::filesystem::path target(path);
+  std::filesystem::path probe = target;
+  probe += ".cudakit-probe";
+  std::ofstream out(probe, std::ios::binary | std::ios::trunc);
+  bool ok = static_cast<bool>(out);
   out.close();
-  if (!out) std::fprintf(stderr, "cudakit bench: could not write %s\n", path.c_str());
-  return static_cast<bool>(out);
+  std::error_code ignored;
+  std::filesystem::remove(probe, ignored);
+  if (!ok || std::filesystem::is_directory(target)) throw UsageError("cannot write " + path);
 }
 
-int run_bench(const std::vector<std::string>& args) {
-  std::string error;
-  auto options = parse(args, error);
-  if (!options) {
-    std::fprintf(stderr, "cudakit bench: %s (see cudakit --help)\n", error.c_str());
-    return exit_usage;
+// Writes `content` to a temporary file beside `path`, then renames it over `path`.
+void write_file(const std::string& path, const std::string& content) {
+  std::string temporary = path + ".cudakit-partial";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << content;
+    out.close();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);
+      throw std::runtime_error("could not write " + path);
+    }
   }
-  const BenchOptions& o = *options;
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary, error);
+    throw std::runtime_error("could not write " + path + " (renaming " + temporary + " failed)");
+  }
+}
+
+int run_bench(const BenchOptions& o) {
   auto chosen = bench::select(bench::benchmarks(), o.filters, o.quick);
   if (o.list) return list(chosen);
-  if (chosen.empty()) {
-    std::fprintf(stderr, "cudakit bench: no benchmark matches (see cudakit bench --list)\n");
-    return exit_usage;
-  }
+  if (chosen.empty()) throw UsageError("no benchmark matches (see cudakit bench --list)");
 
-  Device device = Device::get(0);  // DriverUnavailable without a GPU: main exits 2
-  for (const std::string* path : {&o.json_path, &o.plot_path})
-    if (!path->empty() && !writable(*path)) {
-      std::fprintf(stderr, "cudakit bench: cannot write %s\n", path->c_str());
-      return exit_usage;
-    }
+  Device device = device_from_option(o.device);  // DriverUnavailable without a GPU: exit 2
+  if (!o.json_path.empty() && !o.json_to_stdout()) check_writable(o.json_path);
+  if (!o.plot_path.empty()) check_writable(o.plot_path);
   bench::RunInfo info = describe_run(device, o);
-  bench::Context context{device, o.quick};
-  const bool tty = stdout_is_terminal();
-  std::printf("cudakit bench: %s (%s), driver %s, %s%s\n", info.gpu_name.c_str(),
-              device.compute_capability().arch().c_str(), info.driver_version.c_str(), info.date_utc.c_str(),
-              o.quick ? ", quick run" : "");
-  std::printf("spread: half the p10..p90 range of the per-batch samples; ratio: cudakit median / raw median\n\n");
-  print_header();
+  bench::Context context{device, o.quick, o.rounds};
+  // With the JSON on stdout, the table goes to stderr.
+  std::FILE* table = o.json_to_stdout() ? stderr : stdout;
+  const bool color = !o.json_to_stdout() && use_color();
+  const bool progress = color;
+  std::fprintf(table, "cudakit bench: %s (%s), driver %s, %s%s\n", info.gpu_name.c_str(),
+               device.compute_capability().arch().c_str(), info.driver_version.c_str(), info.date_utc.c_str(),
+               o.quick ? ", quick run" : "");
+  std::fprintf(table, "spread: half the p10..p90 range of the per-batch samples; ratio: cudakit median / raw median\n\n");
+  print_header(table);
 
   std::vector<Result> results;
   for (std::size_t i = 0; i < chosen.size(); ++i) {
-    if (tty) {
-      std::printf("  [%zu/%zu] %s ...", i + 1, chosen.size(), chosen[i].name.c_str());
-      std::fflush(stdout);
+    if (progress) {
+      std::fprintf(table, "  [%zu/%zu] %s ...", i + 1, chosen.size(), chosen[i].name.c_str());
+      std::fflush(table);
     }
     auto produced = bench::run_guarded(chosen[i], context);
-    if (tty) std::printf("\r\033[K");
-    for (const Result& r : produced) print_row(r, tty);
-    std::fflush(stdout);
+    if (progress) std::fprintf(table, "\r\033[K");
+    for (const Result& r : produced) print_row(table, r, color);
+    std::fflush(table);
     results.insert(results.end(), produced.begin(), produced.end());
   }
 
@@ -206,19 +185,39 @@ int run_bench(const std::vector<std::string>& args) {
     met += v.met;
     missed += v.missed;
   }
-  std::printf("\nbench: %d of %d targets met%s\n", met, judged, missed ? ", some missed" : "");
+  std::fprintf(table, "\nbench: %d of %d targets met%s\n", met, judged, missed ? ", some missed" : "");
 
-  bool written = true;
-  if (!o.json_path.empty()) written &= write_file(o.json_path, bench::report_json(info, results));
+  if (o.json_to_stdout()) std::printf("%s", bench::report_json(info, results).c_str());
+  else if (!o.json_path.empty()) write_file(o.json_path, bench::report_json(info, results));
   if (!o.plot_path.empty()) {
     std::string heading = info.gpu_name + ", driver " + info.driver_version + ", " + info.date_utc;
-    written &= write_file(o.plot_path, bench::plot_svg(results, heading));
+    write_file(o.plot_path, bench::plot_svg(results, heading));
   }
-  if (!written) return exit_internal;
   return missed ? exit_check_failed : exit_ok;
 }
 
-SubcommandRegistrar bench_command("bench", bench_usage, run_bench);
+CommandRun setup_bench(CLI::App& app, Invocation& invocation) {
+  auto o = std::make_shared<BenchOptions>();
+  app.add_option("--json", o->json_path, "write the run as JSON to FILE (- for stdout; the table then goes to stderr)")
+      ->type_name("FILE");
+  app.add_option("--plot", o->plot_path, "write an SVG chart of the run to FILE")->type_name("FILE");
+  app.add_flag("--list", o->list, "list the benchmarks (name, group, whether quick) and exit");
+  app.add_option("--filter", o->filters, "run the benchmarks whose name or group contains a TEXT (case-insensitive)")
+      ->type_name("TEXT");
+  app.add_flag("--quick", o->quick, "the short set the doctor runs, with fewer rounds");
+  app.add_option("--rounds", o->rounds, "timed rounds per comparison (default 41; 7 with --quick)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--device", o->device, "run on device N (default 0)")->check(CLI::Range(0, std::numeric_limits<int>::max()));
+  app.footer(
+      "Times each operation through cudakit and through the raw driver, interleaved in one process, and compares\n"
+      "the medians against each target. Exit 0 when every target is met, 1 when one is missed or a benchmark\n"
+      "fails, 2 without a GPU, 3 on a bad command line.");
+  app.parse_complete_callback([o, &invocation] { invocation.json = !o->json_path.empty(); });
+  return [o] { return run_bench(*o); };
+}
+
+CUDAKIT_SUBCOMMAND("bench", "time cudakit beside the raw driver, interleaved in one run, against each target", 30,
+                   setup_bench);
 
 }  // namespace
 }  // namespace cudakit::tool

@@ -102,7 +102,7 @@ std::vector<Result> instantiate(const Context& c) {
   auto inst = raw_entry<EntryId::GraphInstantiateWithFlags>();
   auto destroy = raw_entry<EntryId::GraphExecDestroy>();
   Interleave plan = c.interleave(4);
-  plan.rounds = c.quick ? 3 : 15;
+  plan.rounds = c.rounds > 0 ? c.rounds : c.quick ? 3 : 15;  // each round is costly
   plan.warmup_rounds = 1;
   plan.ops_per_batch = 4;
   auto samples = time_host(
@@ -132,7 +132,7 @@ std::vector<Result> update_vs_instantiate(const Context& c) {
   GraphExec exec = graph.instantiate();
   GraphNode node = graph.kernel_nodes().front();
   Interleave plan = c.interleave(20);
-  plan.rounds = c.quick ? 3 : 15;
+  plan.rounds = c.rounds > 0 ? c.rounds : c.quick ? 3 : 15;  // each round is costly
   float a = 1.0f;
   auto samples = time_host(
       plan,

@@ -1,13 +1,28 @@
-// The cudakit command's shared pieces: exit codes, the doctor's check registry, and
-// small output helpers. Each capability's self-test lives in its own doctor_*.cpp file
-// and registers itself with CUDAKIT_DOCTOR_CHECK.
+// The cudakit command's shared pieces: exit codes, the registries that commands, doctor
+// checks and the doctor's performance figures join from their own files, and small
+// output helpers.
+//
+//   CUDAKIT_DOCTOR_CHECK("streams", 20, true, [](const Device* d) -> CheckOutcome { ... });
+//   CUDAKIT_SUBCOMMAND(bench, "bench", "time cudakit beside the raw driver", 30, setup_bench);
+//
+// A subcommand declares its options on its CLI11 subcommand (cli.hpp) and returns what
+// runs once they are parsed. Errors are exceptions: UsageError for a bad command line
+// (exit 3), DriverUnavailable without a driver or GPU (exit 2), anything else exit 4;
+// the command line (cli.cpp) prints them on stderr, and as a JSON object on stdout when
+// the command was asked for JSON.
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cudakit/device.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace cudakit::tool {
 
@@ -20,28 +35,56 @@ enum ExitCode : int {
   exit_internal = 4,     // an unexpected error inside the command
 };
 
+/// A bad command line found after parsing (a device that does not exist, a filter that
+/// matches nothing, a file that cannot be written): exit 3.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What one run of the command was asked for, as far as the error path needs it.
+struct Invocation {
+  std::string command;  // "bench"; empty before a subcommand was chosen
+  bool json = false;    // a failure is also printed as a JSON object on stdout
+};
+
+/// What a doctor check found: `failure` is empty when it passed; `detail` says what it
+/// saw ("native sm_90"), printed after the check either way. A string converts to a
+/// failure, so `return {};` passes and `return "why";` fails.
+struct CheckOutcome {
+  CheckOutcome() = default;
+  CheckOutcome(std::string why) : failure(std::move(why)) {}
+  CheckOutcome(const char* why) : failure(why) {}
+  static CheckOutcome passed(std::string detail) {
+    CheckOutcome o;
+    o.detail = std::move(detail);
+    return o;
+  }
+  std::string failure;
+  std::string detail;
+};
+
 /// One self-test. `needs_gpu` checks run once per device; the others run once, before
-/// any driver is needed (for example NVRTC compiling for sm_90). A check returns an
-/// empty string when it passed, a short reason when it failed; an exception is a
-/// failure with the exception's message.
+/// any driver is needed (for example NVRTC). An exception is a failure with the
+/// exception's message.
 struct DoctorCheck {
   std::string name;
   int order;  // checks run in ascending order
   bool needs_gpu;
-  std::function<std::string(const Device*)> run;
+  std::function<CheckOutcome(const Device*)> run;
 };
 
 std::vector<DoctorCheck>& doctor_checks();
 
 struct DoctorCheckRegistrar {
-  DoctorCheckRegistrar(std::string name, int order, bool needs_gpu, std::function<std::string(const Device*)> run) {
+  DoctorCheckRegistrar(std::string name, int order, bool needs_gpu, std::function<CheckOutcome(const Device*)> run) {
     doctor_checks().push_back({std::move(name), order, needs_gpu, std::move(run)});
   }
 };
 
 #define CUDAKIT_DOCTOR_CONCAT2(a, b) a##b
 #define CUDAKIT_DOCTOR_CONCAT(a, b) CUDAKIT_DOCTOR_CONCAT2(a, b)
-/// CUDAKIT_DOCTOR_CHECK("streams", 20, true, [](const Device* d) -> std::string { ... });
+/// CUDAKIT_DOCTOR_CHECK("streams", 20, true, [](const Device* d) -> CheckOutcome { ... });
 #define CUDAKIT_DOCTOR_CHECK(name, order, needs_gpu, ...) \
   static ::cudakit::tool::DoctorCheckRegistrar CUDAKIT_DOCTOR_CONCAT(doctor_check_, __LINE__)(name, order, needs_gpu, __VA_ARGS__)
 
@@ -62,21 +105,39 @@ struct DoctorPerfRegistrar {
 #define CUDAKIT_DOCTOR_PERF(order, ...) \
   static ::cudakit::tool::DoctorPerfRegistrar CUDAKIT_DOCTOR_CONCAT(doctor_perf_, __LINE__)(order, __VA_ARGS__)
 
-/// Subcommands other than info and doctor (bench, ...) register here.
+/// What a subcommand runs once its options are parsed; returns the exit code.
+using CommandRun = std::function<int()>;
+
+/// A subcommand (info, doctor, bench, ...): `setup` declares its options on `app` (its
+/// own CLI11 subcommand), may set `invocation.json` from them once parsed, and returns
+/// what runs.
 struct Subcommand {
   std::string name;
-  std::string usage;  // for --help
-  std::function<int(const std::vector<std::string>& args)> run;
+  std::string description;  // one line for `cudakit --help`
+  int order;                // position in `cudakit --help`
+  std::function<CommandRun(CLI::App& app, Invocation& invocation)> setup;
 };
 std::vector<Subcommand>& subcommands();
 struct SubcommandRegistrar {
-  SubcommandRegistrar(std::string name, std::string usage, std::function<int(const std::vector<std::string>&)> run) {
-    subcommands().push_back({std::move(name), std::move(usage), std::move(run)});
+  SubcommandRegistrar(std::string name, std::string description, int order,
+                      std::function<CommandRun(CLI::App&, Invocation&)> setup) {
+    subcommands().push_back({std::move(name), std::move(description), order, std::move(setup)});
   }
 };
+#define CUDAKIT_SUBCOMMAND(name, description, order, setup) \
+  static ::cudakit::tool::SubcommandRegistrar CUDAKIT_DOCTOR_CONCAT(subcommand_, __LINE__)(name, description, order, setup)
 
-/// Whether stdout is a terminal (colour and progress only then).
-bool stdout_is_terminal();
-std::string json_escape(const std::string& s);
+/// Whether to colour output to a terminal (`is_terminal`) given NO_COLOR's value
+/// (`no_color`, null when unset): only a terminal, and only while NO_COLOR is unset or
+/// empty (no-color.org).
+bool color_wanted(bool is_terminal, const char* no_color);
+/// color_wanted for stdout and this process's NO_COLOR.
+bool use_color();
+/// `text` in ANSI colour `code` ("32" green, "31" red) when use_color(), else as it is.
+std::string colored(const std::string& text, const char* code);
+
+/// The device `ordinal` names (`--device N`): loads the driver (DriverUnavailable without
+/// one) and throws UsageError naming the devices there are when it does not exist.
+Device device_from_option(int ordinal);
 
 }  // namespace cudakit::tool

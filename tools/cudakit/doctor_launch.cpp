@@ -1,7 +1,7 @@
-// The doctor's module and launch checks (issue 4): the embedded fatbin loads (native
-// machine code where it has some for this GPU), kernel lookups (a missing name lists the
-// module's kernels), a typed launch checked against the host, and NVRTC, which needs no
-// GPU and so runs also where there is none.
+// The doctor's module and launch checks: the embedded fatbin loads and runs the code
+// cudakit predicts (native machine code, or PTX the driver JIT-compiles), kernel lookups
+// (a missing name lists the module's kernels), a typed launch checked against the host,
+// and NVRTC, which needs no GPU and so runs also where there is none.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -10,6 +10,7 @@
 
 #include "command.hpp"
 #include "cudakit/cudakit.hpp"
+#include "kernel_path.hpp"
 
 #ifdef CUDAKIT_HAVE_TEST_KERNELS
 #include "test_kernels.hpp"
@@ -19,14 +20,20 @@ namespace cudakit::tool {
 namespace {
 
 #ifdef CUDAKIT_HAVE_TEST_KERNELS
-CUDAKIT_DOCTOR_CHECK("modules", 70, true, [](const Device* d) -> std::string {
+// Loads the embedded kernels and says which code the GPU runs from them: cudakit's
+// prediction from the image and the GPU (kernel_path.hpp), checked against the module's
+// report and against what the driver says it ran.
+CUDAKIT_DOCTOR_CHECK("modules", 70, true, [](const Device* d) -> CheckOutcome {
   Module m = Module::load(*d, cudakit_kernels::test_fatbin());
   const LoadReport& r = m.report();
-  const int arch = d->compute_capability().major * 10 + d->compute_capability().minor;
-  const auto& native = r.contents.machine_code;
-  bool has_native = std::find(native.begin(), native.end(), arch) != native.end();
-  if (has_native && m.jit_compiled()) return "JIT-compiled although the image has machine code: " + r.describe();
-  if (!has_native && !m.jit_compiled()) return "runs native code the image lacks for sm_" + std::to_string(arch) + ": " + r.describe();
+  KernelPath path = kernel_path(r.contents, d->compute_capability());
+  if (r.code != path.choice.kind || r.arch != path.choice.arch)
+    return "the module reports " + std::string(to_string(r.code)) + " for " + std::to_string(r.arch) +
+           ", but the image and the GPU say " + path.describe() + ": " + r.describe();
+  Function saxpy = m.function("saxpy");
+  std::string disagreement = driver_disagreement(path, saxpy.attribute(CU_FUNC_ATTRIBUTE_PTX_VERSION),
+                                                 saxpy.attribute(CU_FUNC_ATTRIBUTE_BINARY_VERSION));
+  if (!disagreement.empty()) return disagreement;
   m.kernel<void(float, const float*, float*, int)>("saxpy");
   try {
     m.kernel<void()>("no_such_kernel");
@@ -38,7 +45,7 @@ CUDAKIT_DOCTOR_CHECK("modules", 70, true, [](const Device* d) -> std::string {
     if (what.find("no_such_kernel") == std::string::npos || !(listed || unlistable))
       return "a missing kernel's error does not list the module's kernels: " + what;
   }
-  return {};
+  return CheckOutcome::passed(path.describe());
 });
 
 CUDAKIT_DOCTOR_CHECK("typed launch", 80, true, [](const Device* d) -> std::string {
@@ -63,18 +70,29 @@ CUDAKIT_DOCTOR_CHECK("typed launch", 80, true, [](const Device* d) -> std::strin
 });
 #endif
 
-CUDAKIT_DOCTOR_CHECK("NVRTC", 90, false, [](const Device*) -> std::string {
+// NVRTC compiles a kernel for the oldest and the newest architecture it supports, and
+// each output is machine code for that architecture.
+CUDAKIT_DOCTOR_CHECK("NVRTC", 90, false, [](const Device*) -> CheckOutcome {
   Program p("extern \"C\" __global__ void twice(float* v, int n) {\n"
             "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
             "  if (i < n) v[i] *= 2.0f;\n"
             "}\n",
             "doctor_nvrtc.cu");
-  CompiledProgram out = p.compile({.arch = "sm_90", .output = ProgramOutput::cubin, .use_cache = false});
-  if (out.arch() != "sm_90") return "compiled for " + out.arch() + " instead of sm_90";
-  ImageContents c = inspect_image(std::as_bytes(out.image()));
-  if (c.format != ImageFormat::cubin || std::find(c.machine_code.begin(), c.machine_code.end(), 90) == c.machine_code.end())
-    return "NVRTC's output is not a cubin for sm_90: " + c.describe();
-  return {};
+  std::vector<int> archs = nvrtc_architectures();
+  if (archs.empty()) return "NVRTC reports no architecture it compiles for";
+  const int oldest = *std::min_element(archs.begin(), archs.end());
+  const int newest = *std::max_element(archs.begin(), archs.end());
+  for (int arch : {oldest, newest}) {
+    const std::string sm = "sm_" + std::to_string(arch);
+    CompiledProgram out = p.compile({.arch = sm, .output = ProgramOutput::cubin, .use_cache = false});
+    if (out.arch() != sm) return "compiled for " + out.arch() + " instead of " + sm;
+    ImageContents c = inspect_image(std::as_bytes(out.image()));
+    if (c.format != ImageFormat::cubin || std::find(c.machine_code.begin(), c.machine_code.end(), arch) == c.machine_code.end())
+      return "NVRTC's output for " + sm + " is not a cubin for " + sm + ": " + c.describe();
+  }
+  NvrtcVersion v = nvrtc_version();
+  return CheckOutcome::passed("NVRTC " + std::to_string(v.major) + "." + std::to_string(v.minor) + ": sm_" +
+                              std::to_string(oldest) + " and sm_" + std::to_string(newest));
 });
 
 }  // namespace

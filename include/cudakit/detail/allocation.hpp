@@ -17,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "cudakit/export.hpp"
 #include "cudakit/detail/stream_state.hpp"
 #include "cudakit/stream.hpp"
 #include "cudakit/tracking.hpp"
@@ -33,15 +34,15 @@ enum class AllocationKind : std::uint8_t {
 
 /// cudakit capture scopes in progress on any thread (graph.hpp). While zero, the
 /// tracker's fast path needs no capture check.
-extern std::atomic<int> active_captures;
+CUDAKIT_API extern std::atomic<int> active_captures;
 
 /// Called for every tracked use on a capturing stream; set by the graph layer.
 /// Records the allocation in the capture (the graph keeps it alive) and orders the use
 /// against other streams of the same capture.
 using CaptureUseHook = void (*)(void* capture, struct Allocation* allocation, StreamRef stream, Access access);
-extern CaptureUseHook capture_use_hook;
+CUDAKIT_API extern CaptureUseHook capture_use_hook;
 
-struct Allocation {
+struct CUDAKIT_API Allocation {
   CUdeviceptr pointer = 0;
   std::size_t bytes = 0;
   int device = -1;

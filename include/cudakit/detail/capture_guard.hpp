@@ -20,6 +20,7 @@
 
 #include <atomic>
 
+#include "cudakit/export.hpp"
 #include "cudakit/detail/stream_state.hpp"
 #include "cudakit/stream.hpp"
 
@@ -30,12 +31,12 @@ class Function;
 namespace cudakit::detail {
 
 /// cudakit capture scopes in progress on any thread (also declared in allocation.hpp).
-extern std::atomic<int> active_captures;
+CUDAKIT_API extern std::atomic<int> active_captures;
 /// cudakit captures on this thread whose mode forbids unsafe calls here (per_thread and
 /// global mode).
-extern thread_local int strict_captures_on_this_thread;
+CUDAKIT_API extern thread_local int strict_captures_on_this_thread;
 /// cudakit captures in global mode, on any thread.
-extern std::atomic<int> global_mode_captures;
+CUDAKIT_API extern std::atomic<int> global_mode_captures;
 
 /// Whether a potentially unsafe driver call made by this thread now would invalidate a
 /// cudakit capture. (A capture begun outside cudakit is not known here.)
@@ -46,7 +47,7 @@ inline bool unsafe_calls_would_invalidate_a_capture() noexcept {
 /// DESIGN 9: throws CaptureError naming both threads when `state`'s stream is being
 /// captured by a cudakit capture scope that another thread owns. `what` names the
 /// submission ("cuLaunchHostFunc", "a use of buffer 0x...").
-void refuse_submission_from_other_thread(StreamState* state, const char* what);
+CUDAKIT_API void refuse_submission_from_other_thread(StreamState* state, const char* what);
 
 /// The cheap form of the check above, for every cudakit submission path.
 inline void check_capturing_thread(StreamState* state, const char* what) {
@@ -58,7 +59,7 @@ inline void check_capturing_thread(StreamState* state, const char* what) {
 /// A kernel launch on `stream` while captures are in progress: refuses it from another
 /// thread than the capture's (DESIGN 9), and makes the capture's graph keep the kernel's
 /// module loaded (DESIGN 4).
-void note_launch_in_capture(StreamRef stream, const Function& function);
+CUDAKIT_API void note_launch_in_capture(StreamRef stream, const Function& function);
 
 /// The cheap form, for every launch: one relaxed load while no capture is in progress.
 inline void note_launch(StreamRef stream, const Function& function) {
@@ -77,7 +78,7 @@ inline void note_launch(StreamRef stream, const Function& function) {
 /// is thrown instead (DriverError, poisoning `device` when one is given), since nothing
 /// after it can work. A sticky error restoring the mode at the end is parked (a
 /// destructor cannot throw), which poisons `device` for the calls after it.
-class CaptureTolerantScope {
+class CUDAKIT_API CaptureTolerantScope {
  public:
   explicit CaptureTolerantScope(int device = -1);
   ~CaptureTolerantScope();

@@ -16,12 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "cudakit/export.hpp"
 #include "cudakit/device.hpp"
 
 namespace cudakit {
 
 /// Where a kernel parameter sits in the parameter block, as cuFuncGetParamInfo says.
-struct ParameterInfo {
+struct CUDAKIT_API ParameterInfo {
   std::size_t offset = 0;
   std::size_t size = 0;
   friend bool operator==(const ParameterInfo&, const ParameterInfo&) = default;
@@ -31,7 +32,7 @@ namespace detail {
 
 enum class ParameterInfoState : std::uint8_t { unknown, known, unavailable };
 
-struct FunctionState {
+struct CUDAKIT_API FunctionState {
   CUfunction function = nullptr;
   CUcontext context = nullptr;
   int device = -1;
@@ -82,13 +83,13 @@ struct FunctionState {
 
 /// Builds the state of `function` (in device `device`'s primary context, which must be
 /// current): reads the device's limits and the kernel's attributes.
-void init_function_state(FunctionState& state, CUfunction function, int device, CUcontext context, std::string name,
+CUDAKIT_API void init_function_state(FunctionState& state, CUfunction function, int device, CUcontext context, std::string name,
                          std::string label);
 
 /// The kernel's parameters; throws FeatureUnavailable on drivers before 12.4.
-const std::vector<ParameterInfo>& parameters_of(FunctionState& state);
+CUDAKIT_API const std::vector<ParameterInfo>& parameters_of(FunctionState& state);
 /// The kernel's parameters, or null on drivers before 12.4.
-const std::vector<ParameterInfo>* parameters_if_known(FunctionState& state);
+CUDAKIT_API const std::vector<ParameterInfo>* parameters_if_known(FunctionState& state);
 
 }  // namespace detail
 }  // namespace cudakit

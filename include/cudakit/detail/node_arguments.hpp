@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "cudakit/export.hpp"
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/detail/kernel_binding.hpp"
 #include "cudakit/launch.hpp"
@@ -15,7 +16,7 @@
 namespace cudakit::detail {
 
 /// One buffer a piece of graph work touches, and how.
-struct BufferUse {
+struct CUDAKIT_API BufferUse {
   Allocation* allocation = nullptr;
   Access access = Access::read;
 };

@@ -15,11 +15,13 @@
 #include <thread>
 #include <utility>
 
+#include "cudakit/export.hpp"
+
 namespace cudakit::detail {
 
 void release_capture_fence(int device, CUevent fence) noexcept;  // capture.cpp
 
-struct StreamState {
+struct CUDAKIT_API StreamState {
   CUstream handle = nullptr;
   int device = -1;
   std::atomic<bool> alive{true};
@@ -86,7 +88,7 @@ inline const char* last_launch_of(const StreamState* s) noexcept {
 /// The state of a stream cudakit did not create (a StreamRef built from a raw handle):
 /// found or made in a registry by handle. Such a state never learns that its stream
 /// died; using buffers on borrowed streams is the borrower's lifetime contract.
-StreamState* borrowed_stream_state(CUstream handle, int device);
+CUDAKIT_API StreamState* borrowed_stream_state(CUstream handle, int device);
 
 /// Keeps a stream's handle valid while a thread that does not own the stream makes a few
 /// driver calls on it: a buffer's free or cross-stream wait reaches streams that other
@@ -96,7 +98,7 @@ StreamState* borrowed_stream_state(CUstream handle, int device);
 /// synchronized it first (a tracker names it), so there is nothing left to wait for.
 /// Pinning never blocks; Stream::reset marks the stream dead, then waits for the pins, and
 /// a capture's start marks the stream capturing, then waits for them (capturing()).
-class PinnedStream {
+class CUDAKIT_API PinnedStream {
  public:
   explicit PinnedStream(StreamState* s) noexcept : s_(s) {
     if (s_ == nullptr) return;

@@ -16,6 +16,7 @@ Interleave Context::interleave(int ops_per_batch) const {
     plan.warmup_rounds = 1;
     plan.ops_per_batch = std::max(1, ops_per_batch / 4);
   }
+  if (rounds > 0) plan.rounds = rounds;
   return plan;
 }
 

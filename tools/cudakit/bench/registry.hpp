@@ -32,9 +32,12 @@ enum class QuickRun { include, skip };
 struct Context {
   Device device;
   bool quick = false;
+  /// Timed rounds per comparison (`cudakit bench --rounds N`); 0 keeps the default.
+  int rounds = 0;
 
   /// The repetition plan for batches of `ops_per_batch` operations: 41 rounds after 5
   /// warm-up rounds; a quick run does 7 rounds after 1, of a quarter of the operations.
+  /// `rounds` overrides the number of timed rounds of either.
   Interleave interleave(int ops_per_batch) const;
 };
 

@@ -24,6 +24,7 @@ struct RunInfo {
   int memory_clock_mhz = 0;
   int memory_bus_width_bits = 0;
   bool quick = false;
+  int rounds = 0;  // timed rounds per benchmark; 0: each benchmark's default
   std::vector<std::string> filters;
 };
 

@@ -1,0 +1,101 @@
+// `cudakit info [--json] [--device N]`: the driver and each GPU's key properties, as text
+// or as one JSON document.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "command.hpp"
+#include "cudakit/cudakit.hpp"
+
+namespace cudakit::tool {
+namespace {
+
+struct InfoOptions {
+  bool json = false;
+  int device = -1;  // every device
+};
+
+std::string mib(std::size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+nlohmann::ordered_json device_json(const Device& d) {
+  auto mem = d.memory_info();
+  auto cc = d.compute_capability();
+  return {{"ordinal", d.ordinal()},
+          {"name", d.name()},
+          {"uuid", d.uuid_string()},
+          {"pci_bus_id", d.pci_bus_id()},
+          {"compute_capability", std::to_string(cc.major) + "." + std::to_string(cc.minor)},
+          {"arch", cc.arch()},
+          {"multiprocessors", d.multiprocessor_count()},
+          {"total_memory_bytes", mem.total_bytes},
+          {"free_memory_bytes", mem.free_bytes},
+          {"l2_cache_bytes", d.l2_cache_bytes()},
+          {"max_threads_per_block", d.max_threads_per_block()},
+          {"max_shared_memory_per_block_optin", d.max_shared_memory_per_block_optin()},
+          {"clock_khz", d.attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE)},
+          {"memory_clock_khz", d.attribute(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)},
+          {"memory_bus_width_bits", d.attribute(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)},
+          {"memory_pools", d.supports_memory_pools()},
+          {"cluster_launch", d.supports_clusters()},
+          {"cooperative_launch", d.supports_cooperative_launch()}};
+}
+
+void print_device(const Device& d) {
+  auto mem = d.memory_info();
+  auto cc = d.compute_capability();
+  std::printf("\n[%d] %s\n", d.ordinal(), d.name().c_str());
+  std::printf("    compute capability  %d.%d (%s)\n", cc.major, cc.minor, cc.arch().c_str());
+  std::printf("    multiprocessors     %d\n", d.multiprocessor_count());
+  std::printf("    memory              %s total, %s free\n", mib(mem.total_bytes).c_str(), mib(mem.free_bytes).c_str());
+  std::printf("    L2 cache            %d KiB\n", d.l2_cache_bytes() / 1024);
+  std::printf("    shared memory       %d KiB per block (%d KiB opt-in)\n", d.max_shared_memory_per_block() / 1024,
+              d.max_shared_memory_per_block_optin() / 1024);
+  std::printf("    clocks              SM %d MHz, memory %d MHz, bus %d bits\n",
+              d.attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) / 1000, d.attribute(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE) / 1000,
+              d.attribute(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH));
+  std::printf("    features            memory pools %s, clusters %s, cooperative launch %s\n",
+              d.supports_memory_pools() ? "yes" : "no", d.supports_clusters() ? "yes" : "no",
+              d.supports_cooperative_launch() ? "yes" : "no");
+  std::printf("    uuid                %s\n", d.uuid_string().c_str());
+  std::printf("    pci bus id          %s\n", d.pci_bus_id().c_str());
+}
+
+int run_info(const InfoOptions& o) {
+  std::vector<Device> devices;
+  if (o.device >= 0) devices.push_back(device_from_option(o.device));
+  else devices = (driver::ensure_loaded(), Device::all());
+  if (o.json) {
+    nlohmann::ordered_json doc = {{"cudakit_version", std::string(cudakit::version())},
+                          {"driver_version", driver::version_string(driver::version())},
+                          {"driver_library", driver::library_path()},
+                          {"device_count", Device::count()},
+                          {"devices", nlohmann::ordered_json::array()}};
+    for (const Device& d : devices) doc["devices"].push_back(device_json(d));
+    std::printf("%s\n", doc.dump(2).c_str());
+    return exit_ok;
+  }
+  std::printf("cudakit %s\n", std::string(cudakit::version()).c_str());
+  std::printf("driver: CUDA %s (%s)\n", driver::version_string(driver::version()).c_str(),
+              driver::library_path().c_str());
+  std::printf("devices: %d\n", Device::count());
+  for (const Device& d : devices) print_device(d);
+  return exit_ok;
+}
+
+CommandRun setup_info(CLI::App& app, Invocation& invocation) {
+  auto o = std::make_shared<InfoOptions>();
+  app.add_flag("--json", o->json, "print one JSON document instead of text");
+  app.add_option("--device", o->device, "describe only device N")->check(CLI::Range(0, std::numeric_limits<int>::max()));
+  app.parse_complete_callback([o, &invocation] { invocation.json = o->json; });
+  return [o] { return run_info(*o); };
+}
+
+CUDAKIT_SUBCOMMAND("info", "the driver and every GPU's key properties", 10, setup_info);
+
+}  // namespace
+}  // namespace cudakit::tool
