@@ -121,7 +121,7 @@ Allocation::~Allocation() {
 
 bool Allocation::is_shared_across_streams() const {
   std::lock_guard lock(mutex_);
-  return shared_;
+  return shared_.load(std::memory_order_relaxed);
 }
 
 void Allocation::use_slow(StreamRef stream, Access access) {
@@ -136,14 +136,14 @@ void Allocation::use_slow(StreamRef stream, Access access) {
   }
   if (manual_ordering_depth != 0) return;
 
-  if (access == Access::read && shared_) {
+  if (access == Access::read && shared_.load(std::memory_order_relaxed)) {
     // Repeated reads on a stream that already waited for the current write: no lock.
     for (const auto& slot : synced_readers_)
       if (slot.load(std::memory_order_acquire) == s) return;
   }
 
   std::lock_guard lock(mutex_);
-  if (!shared_) {
+  if (!shared_.load(std::memory_order_relaxed)) {
     StreamState* owner = owner_.load(std::memory_order_relaxed);
     if (owner == nullptr) {  // first use of an allocation nobody owns yet
       tracker_retain(s);
@@ -153,7 +153,7 @@ void Allocation::use_slow(StreamRef stream, Access access) {
     if (owner == s) return;
     // Hand-off from the single stream: the owner is the last writer (allocation and
     // upload count as writes; reads on the owner are ordered through it as well).
-    shared_ = true;
+    shared_.store(true, std::memory_order_relaxed);
     last_writer_ = owner;  // the owner's tracker reference moves here
     owner_.store(nullptr, std::memory_order_release);
   }
@@ -180,7 +180,7 @@ void Allocation::use_slow(StreamRef stream, Access access) {
   readers_.clear();
   if (last_writer_ != nullptr) tracker_release(last_writer_);
   last_writer_ = nullptr;
-  shared_ = false;
+  shared_.store(false, std::memory_order_relaxed);
   tracker_retain(s);
   owner_.store(s, std::memory_order_release);
 }

@@ -4,8 +4,10 @@
 // wait is a hazard that fails the test in TearDown.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "cudakit/device_buffer.hpp"
 #include "fake_fixture.hpp"
@@ -177,6 +179,43 @@ TEST_F(TrackingTest, ManyThreadsReadingSharedWeightsWaitOncePerStream) {
     });
   for (auto& th : pool) th.join();
   EXPECT_EQ(waits() - before, threads) << "one wait per reading stream, none per launch";
+}
+
+// Two threads read the same buffers on their own streams at the same moment, right after
+// their upload: for each buffer, one of them hands it off from its single stream (under
+// the lock) while the other looks at whether it is tracked already (without the lock, on
+// the repeated-read path). That look is an atomic read; under TSan a plain one is a data
+// race. The threads walk many buffers per round, so that once both run, they meet often.
+TEST_F(TrackingTest, ReadersArrivingTogetherRightAfterTheUploadHandBuffersOffWithoutARace) {
+  constexpr int rounds = 300, buffers = 64;
+  Stream upload(dev()), mine(dev()), theirs(dev());
+  std::vector<DeviceBuffer<float>> weights;
+  for (int b = 0; b < buffers; ++b) weights.emplace_back(upload, 64, uninitialized);
+  // Only the uses are declared (no work is submitted): the race is in the tracking.
+  auto read_all = [&](StreamRef s) {
+    for (auto& w : weights) std::as_const(w).span().use(s, Access::read);
+  };
+  // The other thread spins until a round starts (a barrier's wake-up would let one thread
+  // finish before the other starts).
+  std::atomic<int> round{-1}, finished{-1};
+  std::thread other([&] {
+    for (int r = 0; r < rounds; ++r) {
+      for (int spin = 0; round.load(std::memory_order_acquire) < r; ++spin)
+        if (spin > 100000) std::this_thread::yield();
+      read_all(theirs);
+      finished.store(r, std::memory_order_release);
+    }
+  });
+  int hand_offs = 0;
+  for (int r = 0; r < rounds; ++r) {
+    for (auto& w : weights) w.span().use(upload, Access::write);  // the upload: on one stream again
+    round.store(r, std::memory_order_release);
+    read_all(mine);
+    while (finished.load(std::memory_order_acquire) != r) std::this_thread::yield();
+    for (auto& w : weights) hand_offs += w.allocation()->is_shared_across_streams() ? 1 : 0;
+  }
+  other.join();
+  EXPECT_EQ(hand_offs, rounds * buffers);
 }
 
 TEST_F(TrackingTest, UnknownStreamStateFromARawRefIsTrackedToo) {

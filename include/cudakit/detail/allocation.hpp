@@ -93,7 +93,10 @@ struct CUDAKIT_API Allocation {
 
   // Tracked mode (owner_ is null): guarded by mutex_.
   mutable std::mutex mutex_;
-  bool shared_ = false;
+  // Whether the allocation is tracked across streams: written under mutex_, and read
+  // without it on the repeated-read path, where it only says whether the synced slots
+  // are worth a scan (their acquire loads carry the ordering).
+  std::atomic<bool> shared_{false};
   StreamState* last_writer_ = nullptr;
   std::vector<StreamState*> readers_;  // streams that read since the last write, each ordered after it
   // Lock-free copy of readers_ for the repeated-read fast path.
