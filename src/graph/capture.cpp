@@ -14,6 +14,7 @@
 // on that stream's capture fence, recorded just before the stream entered the capture.
 #include "cudakit/capture.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <mutex>
 #include <sstream>
@@ -36,7 +37,7 @@ using driver::cu;
 
 namespace detail {
 
-thread_local int strict_captures_on_this_thread = 0;
+thread_local constinit std::atomic<int> strict_captures_on_this_thread{0};
 std::atomic<int> global_mode_captures{0};
 
 namespace {
@@ -79,11 +80,40 @@ std::unordered_map<CUevent, CaptureState*>& recorded_in_capture() {
   return *m;
 }
 
-void count_capture(CaptureMode mode, int delta) {
-  if (mode != CaptureMode::relaxed) strict_captures_on_this_thread += delta;
-  if (mode == CaptureMode::global) global_mode_captures.fetch_add(delta, std::memory_order_relaxed);
-  active_captures.fetch_add(delta, std::memory_order_acq_rel);
+// A capture counts from the moment the driver began it until it ended (capture_guard.hpp),
+// under registry_mutex. Its end takes down exactly what its start counted, on whichever
+// thread it runs: the owner thread's strict count included, through the pointer the
+// capture keeps (a count left behind would defer every later free there, to a safe point
+// that never comes).
+void count_capture(CaptureState* c) {
+  if (c->mode != CaptureMode::relaxed) {
+    c->strict_count = &strict_captures_on_this_thread;
+    c->strict_count->fetch_add(1, std::memory_order_relaxed);
+  }
+  if (c->mode == CaptureMode::global) global_mode_captures.fetch_add(1, std::memory_order_relaxed);
+  active_captures.fetch_add(1, std::memory_order_acq_rel);
 }
+
+void uncount_capture(CaptureState* c) {
+  if (c->strict_count != nullptr) c->strict_count->fetch_sub(1, std::memory_order_relaxed);
+  c->strict_count = nullptr;
+  if (c->mode == CaptureMode::global) global_mode_captures.fetch_sub(1, std::memory_order_relaxed);
+  active_captures.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+// A thread that ends with strict captures still counted (their scopes live on, to be
+// destroyed elsewhere) takes its count's address back from them: the count dies with
+// the thread. Made when the thread first begins a strict capture.
+struct StrictCountOwner {
+  bool armed = false;
+  ~StrictCountOwner() {
+    if (strict_captures_on_this_thread.load(std::memory_order_relaxed) == 0) return;
+    std::lock_guard lock(registry_mutex);
+    for (auto& [id, c] : registry())
+      if (c->strict_count == &strict_captures_on_this_thread) c->strict_count = nullptr;
+  }
+};
+thread_local StrictCountOwner strict_count_owner;
 
 // Records `s`'s capture fence: the work submitted to it so far (it is not capturing yet).
 void record_fence(StreamState* s) {
@@ -97,6 +127,9 @@ void record_fence(StreamState* s) {
   check(cu.EventRecord(fence, s->handle), "cuEventRecord", stream_resource(s));
 }
 
+std::mutex join_mutex;  // marks are made under it
+}  // namespace
+
 // `s` enters capture `c` in cudakit's books. A capture's start and a fork call this before
 // the driver makes the stream capture, and the order matters: the mark first, then a wait
 // for the threads that pinned `s` before they could see the mark (a free or a hand-off
@@ -106,8 +139,7 @@ void record_fence(StreamState* s) {
 // a few driver calls, so the wait is short.
 // False, changing nothing, when `s` is in a capture already (two threads began captures on
 // it at once: the marks are made under a mutex, so one of them wins, whole).
-std::mutex join_mutex;
-bool join(CaptureState* c, StreamState* s) {
+bool join_capture(CaptureState* c, StreamState* s) {
   c->members.reserve(c->members.size() + 1);
   {
     std::lock_guard lock(join_mutex);
@@ -121,13 +153,21 @@ bool join(CaptureState* c, StreamState* s) {
   return true;
 }
 
-// Undoes the latest join: the driver did not make `s` capture after all.
-void leave(CaptureState* c, StreamState* s) noexcept {
-  s->capture.store(nullptr, std::memory_order_release);
-  s->capture_owner.store(std::thread::id{}, std::memory_order_release);
-  c->members.pop_back();
+void leave_capture(CaptureState* c, StreamState* s) noexcept {
+  auto member = std::find(c->members.begin(), c->members.end(), s);
+  if (member == c->members.end()) return;  // never joined: nothing to undo
+  c->members.erase(member);
+  {
+    std::lock_guard lock(join_mutex);
+    if (s->capture.load(std::memory_order_acquire) == c) {
+      s->capture_owner.store(std::thread::id{}, std::memory_order_release);
+      s->capture.store(nullptr, std::memory_order_release);
+    }
+  }
   release(s);
 }
+
+namespace {
 
 [[noreturn]] void throw_already_capturing(const StreamState* s) {
   throw CaptureError(stream_words(s) + " is already capturing (a capture on it, or one it joined, is in progress); "
@@ -251,11 +291,11 @@ void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, S
     // Marked before the wait that makes it capture (join).
     auto* c = static_cast<CaptureState*>(from_capture);
     record_fence(to_state);
-    if (!join(c, to_state)) throw_already_capturing(to_state);  // another thread's capture took it meanwhile
+    if (!join_capture(c, to_state)) throw_already_capturing(to_state);  // another thread's capture took it meanwhile
     try {
       order_after(to.handle(), from.handle(), from.device_ordinal());
     } catch (...) {
-      leave(c, to_state);
+      leave_capture(c, to_state);
       throw;
     }
     return;
@@ -289,12 +329,12 @@ void* before_event_wait(StreamRef, StreamState* state, CUevent event) {
     if (it != recorded_in_capture().end() && it->second->owner == std::this_thread::get_id()) c = it->second;
   }
   if (c == nullptr) return nullptr;
-  if (!join(c, state)) throw_already_capturing(state);
+  if (!join_capture(c, state)) throw_already_capturing(state);
   return c;
 }
 
 void undo_event_wait_join(StreamState* state, void* joined) noexcept {
-  if (joined != nullptr) leave(static_cast<CaptureState*>(joined), state);
+  if (joined != nullptr) leave_capture(static_cast<CaptureState*>(joined), state);
 }
 
 void after_event_wait(StreamRef stream, StreamState* state, void* joined) {
@@ -305,7 +345,7 @@ void after_event_wait(StreamRef stream, StreamState* state, void* joined) {
   if (joined != nullptr) {
     auto* marked = static_cast<CaptureState*>(joined);
     if (r == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_ACTIVE && id == marked->id) return;  // confirmed
-    leave(marked, state);  // the driver joined it to no capture, or to another one (found below)
+    leave_capture(marked, state);  // the driver joined it to no capture, or to another one (found below)
   }
   if (r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return;
   CaptureState* c = nullptr;
@@ -322,7 +362,7 @@ void after_event_wait(StreamRef stream, StreamState* state, void* joined) {
   // The driver made the stream capture already, and the mark follows: an event recorded
   // in the capture other than through cudakit (EventRef::record marks before the wait).
   // A free or hand-off from another thread in between can still land in the capture.
-  if (!join(c, state)) throw_already_capturing(state);
+  if (!join_capture(c, state)) throw_already_capturing(state);
 }
 
 void wait_for_stream_work(CUstream to, int, StreamState* from) {
@@ -368,7 +408,7 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
 
   // Marked capturing before the driver begins (join says why): from here on, no other
   // thread's free or hand-off lands on the stream.
-  if (!join(state.get(), s)) throw_already_capturing(s);
+  if (!join_capture(state.get(), s)) throw_already_capturing(s);
   bool begun = false;
   try {
     check(cu.StreamBeginCapture(stream.handle(), driver_mode(mode)), "cuStreamBeginCapture", res);
@@ -378,17 +418,18 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
     check(cu.StreamGetCaptureInfo(stream.handle(), &status, &id, nullptr, nullptr, nullptr), "cuStreamGetCaptureInfo",
           res);
     state->id = id;
+    if (mode != CaptureMode::relaxed) strict_count_owner.armed = true;  // made on this thread now
     std::lock_guard lock(registry_mutex);
     registry()[id] = state.get();
+    count_capture(state.get());
   } catch (...) {
     if (begun) {  // never leave the stream capturing
       CUgraph partial = nullptr;
       if (cu.StreamEndCapture(stream.handle(), &partial) == CUDA_SUCCESS && partial != nullptr) cu.GraphDestroy(partial);
     }
-    leave(state.get(), s);
+    leave_capture(state.get(), s);
     throw;
   }
-  count_capture(mode, +1);
   resources.release();
   state_ = state.release();
 }
@@ -449,9 +490,8 @@ CUgraph Capture::finish(bool throwing) {
     auto it = registry().find(c->id);
     if (it != registry().end() && it->second == c) registry().erase(it);
     std::erase_if(recorded_in_capture(), [c](const auto& entry) { return entry.second == c; });
+    uncount_capture(c);
   }
-  if (c->owner == std::this_thread::get_id() || c->mode == CaptureMode::relaxed) count_capture(c->mode, -1);
-  else active_captures.fetch_sub(1, std::memory_order_acq_rel);
   for (StreamState* m : c->members) release(m);
   std::unique_ptr<CaptureState> owned(c);
 

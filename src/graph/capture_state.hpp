@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <thread>
 #include <unordered_map>
@@ -22,6 +23,9 @@ struct CaptureState {
   CaptureMode mode = CaptureMode::per_thread;
   int device = -1;
   std::uint64_t id = 0;  // the driver's capture id
+  // The owner thread's strict_captures_on_this_thread while this capture counts there
+  // (guarded by the registry's mutex: the owner thread may end first, capture.cpp).
+  std::atomic<int>* strict_count = nullptr;
   // The streams in the capture, the origin first; each retained, its `capture` set.
   std::vector<StreamState*> members;
   GraphResources* resources = nullptr;  // one reference, handed to the graph at the end
@@ -38,6 +42,12 @@ struct CaptureState {
 
 /// The state cudakit keeps for `stream` (a borrowed stream's from the registry).
 StreamState* stream_state_of(StreamRef stream);
+
+/// `s` enters capture `c` in cudakit's books (capture.cpp says in which order). False,
+/// changing nothing, when `s` is in a capture already.
+bool join_capture(CaptureState* c, StreamState* s);
+/// Undoes a join: the driver did not make `s` capture after all.
+void leave_capture(CaptureState* c, StreamState* s) noexcept;
 
 /// The capture hook: records a buffer use on a captured stream (tracking.cpp calls it).
 void capture_use(void* capture, Allocation* allocation, StreamRef stream, Access access);

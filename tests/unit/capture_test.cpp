@@ -6,7 +6,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "graph/capture_state.hpp"
 #include "graph_fixture.hpp"
+#include "stream/deferred.hpp"
 
 namespace cudakit {
 namespace {
@@ -312,6 +314,60 @@ TEST_F(CaptureTest, PerThreadCaptureMustEndOnItsThread) {
   EXPECT_NE(message.find("must end there"), std::string::npos) << message;
   EXPECT_TRUE(scope.active());
   EXPECT_FALSE(scope.end().has_value());
+}
+
+// A scope of a strict capture destroyed on another thread cannot end the capture in the
+// driver (only its thread may), and says so; but it ends cudakit's books on the capture,
+// every count included: the counts must not go on deferring frees (to a safe point that
+// never comes on the capturing thread) after the capture is gone.
+class CaptureScopeEndedElsewhereTest : public CaptureTest, public ::testing::WithParamInterface<CaptureMode> {};
+
+TEST_P(CaptureScopeEndedElsewhereTest, LeavesNoCountBehindAndFreesRunAtOnce) {
+  expect_parked_errors();
+  Stream s(dev()), other(dev());
+  auto freed_later = std::make_unique<DeviceBuffer<float>>(other, 64, zeroed);
+  auto scope = std::make_unique<Capture>(s, GetParam());
+  std::thread([&] { scope.reset(); }).join();
+
+  EXPECT_EQ(detail::active_captures.load(), 0);
+  EXPECT_EQ(detail::global_mode_captures.load(), 0);
+  EXPECT_EQ(detail::strict_captures_on_this_thread.load(), 0);
+  int frees = fake().calls(EntryId::MemFreeAsync);
+  freed_later.reset();
+  EXPECT_EQ(fake().calls(EntryId::MemFreeAsync), frees + 1) << "the free ran at once, it was not deferred";
+  EXPECT_FALSE(detail::deferred_tasks_pending.load());
+
+  auto parked = drain_parked_errors();
+  ASSERT_EQ(parked.size(), 1u);
+  EXPECT_NE(parked[0].message.find("must end there"), std::string::npos) << parked[0].message;
+  // The driver still captures the stream; its own thread ends that capture.
+  CUgraph g = nullptr;
+  ASSERT_EQ(driver::cu.StreamEndCapture(s.handle(), &g), CUDA_SUCCESS);
+  if (g != nullptr) EXPECT_EQ(driver::cu.GraphDestroy(g), CUDA_SUCCESS);
+}
+
+INSTANTIATE_TEST_SUITE_P(StrictModes, CaptureScopeEndedElsewhereTest,
+                         ::testing::Values(CaptureMode::global, CaptureMode::per_thread),
+                         [](const auto& info) { return info.param == CaptureMode::global ? "Global" : "PerThread"; });
+
+// Undoing a join removes the stream it names from the capture, whichever member it is,
+// and only that stream's mark.
+TEST_F(CaptureTest, LeavingACaptureRemovesTheStreamNamedNotTheLastToJoin) {
+  Stream a(dev()), b(dev());
+  detail::CaptureState capture;
+  capture.owner = std::this_thread::get_id();
+  detail::StreamState* sa = StreamRef(a).state();
+  detail::StreamState* sb = StreamRef(b).state();
+  ASSERT_TRUE(detail::join_capture(&capture, sa));
+  ASSERT_TRUE(detail::join_capture(&capture, sb));
+  detail::leave_capture(&capture, sa);
+  EXPECT_EQ(sa->capture.load(), nullptr);
+  EXPECT_EQ(sb->capture.load(), &capture);
+  ASSERT_EQ(capture.members.size(), 1u);
+  EXPECT_EQ(capture.members[0], sb);
+  detail::leave_capture(&capture, sb);
+  EXPECT_EQ(sb->capture.load(), nullptr);
+  EXPECT_TRUE(capture.members.empty());
 }
 
 TEST_F(CaptureTest, CapturesDoNotNest) {

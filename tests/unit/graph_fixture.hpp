@@ -42,7 +42,7 @@ class GraphTestBase : public FakeDriverTest {
   // stream's state, and the driver's view of the stream.
   static void expect_no_capture_left(StreamRef s) {
     EXPECT_EQ(detail::active_captures.load(), 0);
-    EXPECT_EQ(detail::strict_captures_on_this_thread, 0);
+    EXPECT_EQ(detail::strict_captures_on_this_thread.load(), 0);
     EXPECT_EQ(detail::global_mode_captures.load(), 0);
     ASSERT_NE(s.state(), nullptr);
     EXPECT_EQ(s.state()->capture.load(), nullptr);

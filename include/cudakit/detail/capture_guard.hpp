@@ -32,16 +32,18 @@ namespace cudakit::detail {
 
 /// cudakit capture scopes in progress on any thread (also declared in allocation.hpp).
 CUDAKIT_API extern std::atomic<int> active_captures;
-/// cudakit captures on this thread whose mode forbids unsafe calls here (per_thread and
-/// global mode).
-CUDAKIT_API extern thread_local int strict_captures_on_this_thread;
+/// cudakit captures begun on this thread whose mode forbids unsafe calls here (per_thread
+/// and global mode). Atomic because a capture's end may run on another thread (a relaxed
+/// capture, or a scope destroyed elsewhere), which then takes the count down here.
+CUDAKIT_API extern thread_local constinit std::atomic<int> strict_captures_on_this_thread;
 /// cudakit captures in global mode, on any thread.
 CUDAKIT_API extern std::atomic<int> global_mode_captures;
 
 /// Whether a potentially unsafe driver call made by this thread now would invalidate a
 /// cudakit capture. (A capture begun outside cudakit is not known here.)
 inline bool unsafe_calls_would_invalidate_a_capture() noexcept {
-  return strict_captures_on_this_thread != 0 || global_mode_captures.load(std::memory_order_relaxed) != 0;
+  return strict_captures_on_this_thread.load(std::memory_order_relaxed) != 0 ||
+         global_mode_captures.load(std::memory_order_relaxed) != 0;
 }
 
 /// DESIGN 9: throws CaptureError naming both threads when `state`'s stream is being
