@@ -129,10 +129,8 @@ if want sanitize && command -v compute-sanitizer >/dev/null; then
   # API-error reporting is off: many tests provoke driver errors on purpose. *Poison*
   # leaves out PoisonedContextTest, whose child process writes through a bad address on
   # purpose (memcheck would report it, and the sanitizer follows children).
-  # Timing tests (the launch cost beside the raw driver) are left out too: under a
-  # sanitizer they measure the sanitizer and take minutes.
   base_filter=${SANITIZE_FILTER:-'*'}
-  exclude='*Poison*:*Cost*'
+  exclude='*Poison*'
   # 4 at a time: with 8 memcheck and racecheck processes at once, stream creation ran out
   # of device memory (CUDA_ERROR_OUT_OF_MEMORY in 12 tests on an H200).
   jobs=${SANITIZE_JOBS:-4}

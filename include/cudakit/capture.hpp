@@ -1,4 +1,4 @@
-// Stream capture (issue 5, points 1, 2 and 6; DESIGN 6 and 9).
+// Stream capture (DESIGN 6 and 9).
 //
 //   std::optional<cudakit::Graph> g = cudakit::capture(stream, [&] { ...work on stream... });
 //   cudakit::Graph g = cudakit::capture_nonempty(stream, [&] { ... });   // EmptyCapture if none

@@ -1,4 +1,4 @@
-// Contexts: the device's primary context, retained by RAII (issue 2, point 5).
+// Contexts: the device's primary context, retained by RAII.
 //
 // cudakit uses primary contexts only: the one context per device that the runtime API
 // (and so PyTorch, CuPy, cuBLAS) also uses, which makes interop free. A Context owner

@@ -1,4 +1,4 @@
-// Copies and fills (issue 3, point 3): host to device, device to host, device to device
+// Copies and fills: host to device, device to host, device to device
 // (also between two devices), and memsets, between DeviceBuffer, DeviceSpan, std::span,
 // std::vector, std::array, PinnedBuffer and any other contiguous range.
 //

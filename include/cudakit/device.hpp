@@ -1,4 +1,4 @@
-// Devices: enumeration and queries (issue 2, point 5).
+// Devices: enumeration and queries.
 //
 // A Device is a small value (ordinal and driver handle). Queries that cannot change
 // while the process runs (name, attributes, compute capability) are cached per device

@@ -1,4 +1,4 @@
-// DeviceBuffer<T>: move-only owner of device memory (issue 3, point 1).
+// DeviceBuffer<T>: move-only owner of device memory.
 //
 // By default the memory comes stream-ordered from the device's memory pool on a given
 // stream (cuMemAllocAsync) and goes back stream-ordered (cuMemFreeAsync) after every

@@ -1,6 +1,6 @@
-// DeviceSpan<T>: a non-owning view of a whole device buffer or a sub-range of it
-// (issue 3, point 1). A view shares its buffer's cross-stream tracking (DESIGN 5): work
-// on a view orders against work on the buffer and on every other view of it.
+// DeviceSpan<T>: a non-owning view of a whole device buffer or a sub-range of it. A view
+// shares its buffer's cross-stream tracking (DESIGN 5): work on a view orders against work
+// on the buffer and on every other view of it.
 //
 // DeviceSpan<const T> is a read-only view: copies and typed launches only read it.
 // A view does not keep its buffer alive; like std::span, it must not outlive it

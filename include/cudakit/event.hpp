@@ -1,4 +1,4 @@
-// Events (issue 2, point 7): an owner and a ref; timing off unless asked.
+// Events: an owner and a ref; timing off unless asked.
 //
 // Thread safety: an EventRef may be recorded, queried and waited from any thread; the
 // owner is moved or destroyed by one thread at a time.

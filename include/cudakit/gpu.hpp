@@ -1,4 +1,4 @@
-// Gpu: the short path for most users (issue 6, point 1; DESIGN 2, facade layer).
+// Gpu: the short path for most users (DESIGN 2, facade layer).
 //
 // One device, its primary context and its own non-blocking stream. Everything it does
 // goes through the lower layers, which stay within reach (device(), context(),

@@ -1,5 +1,4 @@
-// CUDA graphs: the Graph owner, the GraphRef view, and explicit building (issue 5,
-// points 3, 4 and 7; DESIGN 4 and 6).
+// CUDA graphs: the Graph owner, the GraphRef view, and explicit building (DESIGN 4 and 6).
 //
 // A Graph comes from a capture (capture.hpp) or is built node by node:
 //
@@ -282,7 +281,6 @@ class CUDAKIT_API GraphRef {
   GraphNode add_kernel_node(const Function* function, CUfunction raw, const LaunchConfig& config, void** params,
                             const detail::BufferUse* uses, std::size_t count, const std::size_t* sizes,
                             const Dependencies& after) const;
-  void set_kernel_node_attributes(CUgraphNode node, const LaunchConfig& config) const;
   GraphNode add_copy_node(CUdeviceptr destination, detail::Allocation* destination_allocation, CUdeviceptr source,
                           detail::Allocation* source_allocation, const void* host_source, void* host_destination,
                           std::size_t bytes, const Dependencies& after) const;

@@ -1,4 +1,4 @@
-// Executable graphs: instantiate, launch, update (issue 5, points 3 to 5; DESIGN 6).
+// Executable graphs: instantiate, launch, update (DESIGN 6).
 //
 //   cudakit::GraphExec exec = graph.instantiate();
 //   for (int i = 0; i < steps; ++i) exec.launch(stream);

@@ -1,5 +1,5 @@
 // HostRegistration: page-locks memory the program already has (cuMemHostRegister) for as
-// long as it lives (issue 3, point 2). Copies from and to a registered range go straight
+// long as it lives. Copies from and to a registered range go straight
 // to the copy engines, as with a PinnedBuffer.
 //
 //   std::vector<float> frames(n);

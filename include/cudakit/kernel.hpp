@@ -1,4 +1,4 @@
-// Kernels: handles to a function in a loaded Module or Library (issue 4, point 3).
+// Kernels: handles to a function in a loaded Module or Library.
 //
 //   Function f = module.function("saxpy");                              // untyped
 //   Kernel<void(float, const float*, float*, int)> k =

@@ -1,4 +1,4 @@
-// Kernel launches (issue 4, points 3 and 4). Every launch names its stream.
+// Kernel launches. Every launch names its stream.
 //
 //   launch(stream, saxpy, LaunchConfig{grid_for(n, 256), 256}, 2.0f, x, y, n);
 //

@@ -1,5 +1,4 @@
-// Launch configuration: grid, block, dynamic shared memory and launch attributes
-// (issue 4, point 4).
+// Launch configuration: grid, block, dynamic shared memory and launch attributes.
 //
 //   LaunchConfig{grid_for(n, 256), 256}                          // 1-D, n items
 //   LaunchConfig{grid_for({nx, ny}, {16, 16}), {16, 16}}         // 2-D

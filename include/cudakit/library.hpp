@@ -1,4 +1,4 @@
-// Libraries: code loaded once for every device, context-independently (issue 4, point 1).
+// Libraries: code loaded once for every device, context-independently.
 //
 //   Library lib = Library::load(cudakit_kernels::test_fatbin());
 //   auto on0 = lib.kernel<void(float, const float*, float*, int)>(Device::get(0), "saxpy");

@@ -1,4 +1,4 @@
-// How new memory starts: every allocation says it (issue 3, point 1). Shared by
+// How new memory starts: every allocation says it. Shared by
 // DeviceBuffer and PinnedBuffer.
 //
 //   DeviceBuffer<float> a(stream, n, cudakit::uninitialized);

@@ -1,4 +1,4 @@
-// The device's default memory pool: its settings and its usage (issue 3, point 2).
+// The device's default memory pool: its settings and its usage.
 //
 // DeviceBuffer's default allocator takes memory stream-ordered (cuMemAllocAsync) from
 // the device's current memory pool, which is the device's default pool unless code

@@ -1,4 +1,4 @@
-// Modules: code loaded into one device's primary context (issue 4, point 1).
+// Modules: code loaded into one device's primary context.
 //
 //   Module m = Module::load(device, cudakit_kernels::test_fatbin());        // from memory
 //   Module m = Module::load(device, "kernels.ptx", {.jit_policy = JitPolicy::refuse});

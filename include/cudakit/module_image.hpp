@@ -1,5 +1,5 @@
-// Module images: what a cubin, PTX or fatbin holds, read from its headers without a driver
-// (issue 4, point 1), and which code a GPU would run from it.
+// Module images: what a cubin, PTX or fatbin holds, read from its headers without a
+// driver, and which code a GPU would run from it.
 //
 // The driver loads three formats, which cudakit tells apart by their first bytes:
 //   cubin   an ELF file for EM_CUDA: machine code (SASS) for one architecture

@@ -1,4 +1,4 @@
-// Occupancy: how many blocks of a kernel fit on the device at once (issue 4, point 4).
+// Occupancy: how many blocks of a kernel fit on the device at once.
 //
 //   int per_sm = max_active_blocks_per_multiprocessor(kernel, 256);
 //   auto [block, min_grid] = suggested_block_size(kernel);

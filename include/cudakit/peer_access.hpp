@@ -1,4 +1,4 @@
-// Peer access between two devices (issue 3, point 3): lets one device's kernels and copy
+// Peer access between two devices: lets one device's kernels and copy
 // engines read and write another device's memory directly over NVLink or PCIe.
 //
 // Copies between buffers of two devices enable it on demand (copy.hpp), once per pair of

@@ -1,7 +1,7 @@
-// PinnedBuffer<T>: move-only owner of page-locked host memory (cuMemHostAlloc; issue 3,
-// point 2). Copies between device memory and a PinnedBuffer go straight to the copy
-// engines, asynchronously and at full speed; copies from pageable memory go through
-// cudakit's staging buffers instead (copy.hpp).
+// PinnedBuffer<T>: move-only owner of page-locked host memory (cuMemHostAlloc). Copies
+// between device memory and a PinnedBuffer go straight to the copy engines, asynchronously
+// and at full speed; copies from pageable memory go through cudakit's staging buffers
+// instead (copy.hpp).
 //
 //   PinnedBuffer<float> host(n, cudakit::uninitialized);
 //   std::ranges::copy(input, host.begin());

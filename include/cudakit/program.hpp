@@ -1,4 +1,4 @@
-// Programs: CUDA C++ compiled at run time with NVRTC (issue 4, point 2).
+// Programs: CUDA C++ compiled at run time with NVRTC.
 //
 //   Program program(source, "saxpy.cu");
 //   program.header("common.cuh", common_source).name_expression("fill_value<float>");

@@ -1,4 +1,4 @@
-// Streams (issue 2, point 6; DESIGN invariants 1 and 3).
+// Streams (DESIGN invariants 1 and 3).
 //
 // Every stream cudakit creates is non-blocking (CU_STREAM_NON_BLOCKING): it never
 // synchronizes with the legacy default stream, and cudakit never uses that stream. A
@@ -7,7 +7,7 @@
 // EmptyHandle when used instead of silently meaning "the legacy stream".
 //
 // A CUstream is also a cudaStream_t (the runtime API's type is the same pointer), so
-// handle() goes straight to cuBLAS, CUB or PyTorch; see cudakit/interop.hpp for libcu++.
+// handle() goes straight to cuBLAS, CUB or PyTorch; see cudakit/interop/cccl.hpp for libcu++.
 //
 // Thread safety: submitting work to one stream from several threads is safe (the driver
 // orders submissions). The owner is moved or destroyed by one thread at a time.

@@ -1,4 +1,4 @@
-// Cross-stream ordering of buffers (DESIGN 5; issue 3, point 4).
+// Cross-stream ordering of buffers (DESIGN 5).
 //
 // Every device allocation carries a small tracker. Work that reads or writes the
 // allocation tells it so before the work is submitted (copies and fills do; typed

@@ -9,6 +9,7 @@
 #include "cudakit/error.hpp"
 #include "device/device_state.hpp"
 #include "device/device_testing.hpp"
+#include "driver/checked_call.hpp"
 #include "driver/device_names.hpp"
 
 namespace cudakit {
@@ -52,7 +53,7 @@ DeviceState& device_state(int ordinal) {
   // names the device, which reads the states (device_name_for_messages). The state is
   // installed only once the call succeeded, so a failure leaves nothing half made.
   CUdevice handle = 0;
-  check(cu.DeviceGet(&handle, ordinal), "cuDeviceGet", Resource::of_device(ordinal));
+  checked_call(cu.DeviceGet, Resource::of_device(ordinal), &handle, ordinal);
   std::lock_guard lock(states_mutex);
   DeviceState* s = states[ordinal].load(std::memory_order_relaxed);
   if (s == nullptr) {
@@ -81,8 +82,8 @@ CUcontext library_context(int ordinal) {
   if (ctx == nullptr) {
     CaptureTolerantScope tolerant;  // lazy set-up never breaks a capture (DESIGN 6)
     Resource res = Resource::of_device(ordinal);
-    check_not_poisoned("cuDevicePrimaryCtxRetain", res);
-    check(cu.DevicePrimaryCtxRetain(&ctx, s.handle), "cuDevicePrimaryCtxRetain", res);
+    check_not_poisoned(cu.DevicePrimaryCtxRetain.name(), res);
+    checked_call(cu.DevicePrimaryCtxRetain, res, &ctx, s.handle);
     s.library_context.store(ctx, std::memory_order_release);
   }
   return ctx;
@@ -98,8 +99,7 @@ CUstream service_stream(int ordinal) {
     CaptureTolerantScope tolerant;  // lazy set-up never breaks a capture (DESIGN 6)
     CUcontext ctx = library_context(ordinal);
     ContextRef(ctx, ordinal).make_current();
-    check(cu.StreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, 0), "cuStreamCreateWithPriority",
-          Resource::of_device(ordinal));
+    checked_call(cu.StreamCreateWithPriority, Resource::of_device(ordinal), &stream, CU_STREAM_NON_BLOCKING, 0);
     s.service_stream.store(stream, std::memory_order_release);
   }
   return stream;
@@ -120,12 +120,12 @@ void reset_device_states_for_testing() {
     if (!s) continue;
     if (CUstream st = s->service_stream.load(); st != nullptr) {
       CUresult r = cu.StreamDestroy(st);
-      if (r != CUDA_SUCCESS) park_driver_error(r, "cuStreamDestroy", Resource::of_device(s->ordinal), "reset");
+      if (r != CUDA_SUCCESS) park_driver_error(r, cu.StreamDestroy.name(), Resource::of_device(s->ordinal), "reset");
     }
     release_event_pool(*s);
     if (s->library_context.load() != nullptr) {
       CUresult r = cu.DevicePrimaryCtxRelease(s->handle);
-      if (r != CUDA_SUCCESS) park_driver_error(r, "cuDevicePrimaryCtxRelease", Resource::of_device(s->ordinal), "reset");
+      if (r != CUDA_SUCCESS) park_driver_error(r, cu.DevicePrimaryCtxRelease.name(), Resource::of_device(s->ordinal), "reset");
     }
   }
   cached_current_context = nullptr;
@@ -140,7 +140,7 @@ int Device::count() {
   using detail::cached_device_count;
   int n = cached_device_count.load(std::memory_order_relaxed);
   if (n >= 0) return n;
-  check(cu.DeviceGetCount(&n), "cuDeviceGetCount", Resource::none());
+  checked_call(cu.DeviceGetCount, Resource::none(), &n);
   cached_device_count.store(n, std::memory_order_relaxed);
   return n;
 }
@@ -168,7 +168,7 @@ const std::string& Device::name() const {
   }
   // Queried, and a failure thrown, outside the lock: the error message reads the name.
   char buf[256] = {};
-  check(cu.DeviceGetName(buf, sizeof buf - 1, handle_), "cuDeviceGetName", Resource::of_device(ordinal_));
+  checked_call(cu.DeviceGetName, Resource::of_device(ordinal_), buf, sizeof buf - 1, handle_);
   std::lock_guard lock(s.name_mutex);
   if (s.name.empty()) s.name = buf;
   return s.name;
@@ -176,7 +176,7 @@ const std::string& Device::name() const {
 
 std::array<std::uint8_t, 16> Device::uuid() const {
   CUuuid u{};
-  check(cu.DeviceGetUuid(&u, handle_), "cuDeviceGetUuid", Resource::of_device(ordinal_));
+  checked_call(cu.DeviceGetUuid, Resource::of_device(ordinal_), &u, handle_);
   std::array<std::uint8_t, 16> out{};
   for (int i = 0; i < 16; ++i) out[i] = static_cast<std::uint8_t>(u.bytes[i]);
   return out;
@@ -192,7 +192,7 @@ std::string Device::uuid_string() const {
 
 std::string Device::pci_bus_id() const {
   char buf[64] = {};
-  check(cu.DeviceGetPCIBusId(buf, sizeof buf - 1, handle_), "cuDeviceGetPCIBusId", Resource::of_device(ordinal_));
+  checked_call(cu.DeviceGetPCIBusId, Resource::of_device(ordinal_), buf, sizeof buf - 1, handle_);
   return buf;
 }
 
@@ -204,7 +204,7 @@ int Device::attribute(CUdevice_attribute attribute) const {
     if (v != detail::attribute_unknown) return v;
   }
   int v = 0;
-  check(cu.DeviceGetAttribute(&v, attribute, handle_), "cuDeviceGetAttribute", Resource::of_device(ordinal_));
+  checked_call(cu.DeviceGetAttribute, Resource::of_device(ordinal_), &v, attribute, handle_);
   if (cacheable) s.attributes[attribute].store(v, std::memory_order_relaxed);
   return v;
 }
@@ -225,7 +225,7 @@ std::array<int, 3> Device::max_grid_dims() const {
 
 std::size_t Device::total_memory() const {
   std::size_t bytes = 0;
-  check(cu.DeviceTotalMem(&bytes, handle_), "cuDeviceTotalMem", Resource::of_device(ordinal_));
+  checked_call(cu.DeviceTotalMem, Resource::of_device(ordinal_), &bytes, handle_);
   return bytes;
 }
 
@@ -233,13 +233,13 @@ MemoryInfo Device::memory_info() const {
   Context context = primary_context();
   context.make_current();
   MemoryInfo info;
-  check(cu.MemGetInfo(&info.free_bytes, &info.total_bytes), "cuMemGetInfo", Resource::of_device(ordinal_));
+  checked_call(cu.MemGetInfo, Resource::of_device(ordinal_), &info.free_bytes, &info.total_bytes);
   return info;
 }
 
 bool Device::can_access_peer(Device peer) const {
   int can = 0;
-  check(cu.DeviceCanAccessPeer(&can, handle_, peer.handle_), "cuDeviceCanAccessPeer", Resource::of_device(ordinal_));
+  checked_call(cu.DeviceCanAccessPeer, Resource::of_device(ordinal_), &can, handle_, peer.handle_);
   return can != 0;
 }
 

@@ -49,11 +49,11 @@ void enable_peer_access(Device from, Device to) {
   if (state_of(f, t) == enabled) [[likely]]
     return;
   Resource res = Resource::of_device(f);
-  check_not_poisoned("cuCtxEnablePeerAccess", res);
+  check_not_poisoned(cu.CtxEnablePeerAccess.name(), res);
   if (!from.can_access_peer(to))
     throw InvalidArgument("enable_peer_access: " + describe(Resource::of_device(f)) + " cannot access the memory of " +
                           describe(Resource::of_device(t)) + " (cuDeviceCanAccessPeer says no)");
-  check(enable_once(f, t), "cuCtxEnablePeerAccess", res);
+  check(enable_once(f, t), cu.CtxEnablePeerAccess.name(), res);
 }
 
 namespace detail {
@@ -72,8 +72,8 @@ void enable_peer_access_for_copies(int a, int b) {
     }
     CUresult r = enable_once(from, to);
     // A sticky error is no refusal: the context is dead, and the call that saw it must
-    // say so. Taken for a refusal, the next call failed naming itself (the fault sweep).
-    if (is_sticky(r)) check(r, "cuCtxEnablePeerAccess", Resource::of_device(from));
+    // say so. Taken for a refusal, the next call would fail naming itself.
+    if (is_sticky(r)) check(r, cu.CtxEnablePeerAccess.name(), Resource::of_device(from));
     if (r != CUDA_SUCCESS) peer_states[from][to].store(impossible, std::memory_order_release);
   }
 }

@@ -12,9 +12,11 @@
 
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "driver/checked_call.hpp"
 #include "stream/deferred.hpp"
 #include "device/device_state.hpp"
 #include "graph/graph_resources.hpp"
+#include "launch/driver_launch_config.hpp"
 
 namespace cudakit {
 
@@ -23,6 +25,19 @@ using driver::cu;
 namespace {
 
 Resource graph_resource(CUgraph g, int device) { return Resource::of(ResourceKind::graph, g, device); }
+
+// Clusters, cooperative launches and priorities are attributes of the node (the driver
+// documents them as valid for graph nodes). A node whose attributes the driver refused
+// is removed again: never a node that would run without what it was asked for.
+void set_kernel_node_attributes(CUgraphNode node, const detail::DriverLaunchConfig& launch, const Resource& res) {
+  for (const CUlaunchAttribute& a : launch.attributes()) {
+    CUresult r = cu.GraphKernelNodeSetAttribute(node, a.id, &a.value);
+    if (r == CUDA_SUCCESS) continue;
+    CUresult d = cu.GraphDestroyNode(node);
+    if (d != CUDA_SUCCESS) park_driver_error(d, cu.GraphDestroyNode.name(), res, "add_kernel");
+    check(r, cu.GraphKernelNodeSetAttribute.name(), res);
+  }
+}
 
 CUcontext context_of(int device) {
   CUcontext ctx = detail::library_context(device);
@@ -41,7 +56,7 @@ void detail::check_raw_arguments(CUfunction function, int device, const std::siz
     CUresult r = cu.FuncGetParamInfo(function, i, &offset, &size);
     // A sticky error is no "cannot tell" (nor the end of the list): the context is dead,
     // and this call must say so, before the next one fails naming itself.
-    if (is_sticky(r)) check(r, "cuFuncGetParamInfo", Resource::of(ResourceKind::kernel, function, device));
+    if (is_sticky(r)) check(r, cu.FuncGetParamInfo.name(), Resource::of(ResourceKind::kernel, function, device));
     if (i == count) {
       if (r == CUDA_SUCCESS)
         throw InvalidArgument("add_kernel: the kernel takes more than the " + std::to_string(count) +
@@ -63,9 +78,9 @@ void detail::check_raw_arguments(CUfunction function, int device, const std::siz
 CUgraphNodeType GraphNode::type() const {
   if (handle_ == nullptr) detail::throw_empty_handle("GraphNode");
   Resource res = Resource::of(ResourceKind::graph_node, handle_, device_);
-  check_not_poisoned("cuGraphNodeGetType", res);
+  check_not_poisoned(cu.GraphNodeGetType.name(), res);
   CUgraphNodeType t = CU_GRAPH_NODE_TYPE_EMPTY;
-  check(cu.GraphNodeGetType(handle_, &t), "cuGraphNodeGetType", res);
+  checked_call(cu.GraphNodeGetType, res, handle_, &t);
   return t;
 }
 
@@ -75,23 +90,21 @@ void GraphRef::require_handle(const char* call) const {
   if (handle_ == nullptr) [[unlikely]]
     throw EmptyHandle(std::string(call) + ": use of an empty Graph (moved-from or default-constructed)");
   // Every operation on a graph starts here, so here it fails on a poisoned device before
-  // the driver sees the call, carrying the original error (DESIGN 7). Without it, adding
-  // nodes to and querying a graph went on calling the driver after a sticky error (the
-  // fault sweep found it).
+  // the driver sees the call, carrying the original error (DESIGN 7).
   check_not_poisoned(call, graph_resource(handle_, device_));
 }
 
 std::size_t GraphRef::node_count() const {
-  require_handle("cuGraphGetNodes");
+  require_handle(cu.GraphGetNodes.name());
   std::size_t n = 0;
-  check(cu.GraphGetNodes(handle_, nullptr, &n), "cuGraphGetNodes", graph_resource(handle_, device_));
+  checked_call(cu.GraphGetNodes, graph_resource(handle_, device_), handle_, nullptr, &n);
   return n;
 }
 
 std::vector<GraphNode> GraphRef::nodes() const {
   std::size_t n = node_count();
   std::vector<CUgraphNode> raw(n);
-  if (n != 0) check(cu.GraphGetNodes(handle_, raw.data(), &n), "cuGraphGetNodes", graph_resource(handle_, device_));
+  if (n != 0) checked_call(cu.GraphGetNodes, graph_resource(handle_, device_), handle_, raw.data(), &n);
   std::vector<GraphNode> out;
   out.reserve(n);
   for (std::size_t i = 0; i < n; ++i) out.emplace_back(raw[i], device_);
@@ -106,13 +119,13 @@ std::vector<GraphNode> GraphRef::kernel_nodes() const {
 }
 
 void GraphRef::write_dot(const std::string& path, bool verbose) const {
-  require_handle("cuGraphDebugDotPrint");
-  check(cu.GraphDebugDotPrint(handle_, path.c_str(), verbose ? CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE : 0),
-        "cuGraphDebugDotPrint", graph_resource(handle_, device_));
+  require_handle(cu.GraphDebugDotPrint.name());
+  checked_call(cu.GraphDebugDotPrint, graph_resource(handle_, device_),
+               handle_, path.c_str(), verbose ? CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE : 0);
 }
 
 std::string GraphRef::dot(bool verbose) const {
-  require_handle("cuGraphDebugDotPrint");
+  require_handle(cu.GraphDebugDotPrint.name());
   std::string path = (std::filesystem::temp_directory_path() / "cudakit-graph-XXXXXX").string();
   int fd = ::mkstemp(path.data());
   if (fd < 0) throw Error("GraphRef::dot: cannot create a temporary file in " + std::filesystem::temp_directory_path().string());
@@ -137,17 +150,16 @@ void GraphRef::check_same_size(std::size_t destination, std::size_t source, cons
 }
 
 GraphNode GraphRef::add_empty(const Dependencies& after) const {
-  require_handle("cuGraphAddEmptyNode");
+  require_handle(cu.GraphAddEmptyNode.name());
   CUgraphNode node = nullptr;
-  check(cu.GraphAddEmptyNode(&node, handle_, after.data(), after.size()), "cuGraphAddEmptyNode",
-        graph_resource(handle_, device_));
+  checked_call(cu.GraphAddEmptyNode, graph_resource(handle_, device_), &node, handle_, after.data(), after.size());
   return GraphNode(node, device_);
 }
 
 GraphNode GraphRef::add_kernel_node(const Function* function, CUfunction raw, const LaunchConfig& config,
                                     void** params, const detail::BufferUse* uses, std::size_t count,
                                     const std::size_t* sizes, const Dependencies& after) const {
-  require_handle("cuGraphAddKernelNode");
+  require_handle(cu.GraphAddKernelNode.name());
   CUfunction handle = function != nullptr ? function->handle() : raw;
   if (handle == nullptr) throw InvalidArgument("add_kernel: the kernel is empty (a null function)");
   if (function != nullptr && function->device_ordinal() != device_)
@@ -169,56 +181,17 @@ GraphNode GraphRef::add_kernel_node(const Function* function, CUfunction raw, co
                             std::to_string(device_));
   if (function == nullptr && sizes != nullptr) detail::check_raw_arguments(handle, device_, sizes, count);
   Resource res = graph_resource(handle_, device_);
-  check_not_poisoned("cuGraphAddKernelNode", res);
+  check_not_poisoned(cu.GraphAddKernelNode.name(), res);
   context_of(device_);
   // The node's buffers and module are kept before the node exists: never a node without them.
   for (std::size_t i = 0; i < count; ++i) resources_->add_use(uses[i].allocation, uses[i].access);
   if (function != nullptr) resources_->keep(std::make_shared<const Function>(*function));
-  CUDA_KERNEL_NODE_PARAMS p{};
-  p.func = handle;
-  p.gridDimX = config.grid.x;
-  p.gridDimY = config.grid.y;
-  p.gridDimZ = config.grid.z;
-  p.blockDimX = config.block.x;
-  p.blockDimY = config.block.y;
-  p.blockDimZ = config.block.z;
-  p.sharedMemBytes = static_cast<unsigned>(config.shared_memory_bytes);
-  p.kernelParams = count == 0 ? nullptr : params;
+  const detail::DriverLaunchConfig launch(config, nullptr);
+  CUDA_KERNEL_NODE_PARAMS p = launch.kernel_node_params(handle, count == 0 ? nullptr : params);
   CUgraphNode node = nullptr;
-  check(cu.GraphAddKernelNode(&node, handle_, after.data(), after.size(), &p), "cuGraphAddKernelNode", res);
-  if (config.has_attributes()) set_kernel_node_attributes(node, config);
+  checked_call(cu.GraphAddKernelNode, res, &node, handle_, after.data(), after.size(), &p);
+  set_kernel_node_attributes(node, launch, res);
   return GraphNode(node, device_);
-}
-
-// Clusters, cooperative launches and priorities are attributes of the node (the driver
-// documents them as valid for graph nodes). A node whose attributes the driver refused
-// is removed again: never a node that would run without what it was asked for.
-void GraphRef::set_kernel_node_attributes(CUgraphNode node, const LaunchConfig& config) const {
-  Resource res = graph_resource(handle_, device_);
-  auto set = [&](CUlaunchAttributeID id, const CUlaunchAttributeValue& value) {
-    CUresult r = cu.GraphKernelNodeSetAttribute(node, id, &value);
-    if (r == CUDA_SUCCESS) return;
-    CUresult d = cu.GraphDestroyNode(node);
-    if (d != CUDA_SUCCESS) park_driver_error(d, "cuGraphDestroyNode", res, "add_kernel");
-    check(r, "cuGraphKernelNodeSetAttribute", res);
-  };
-  if (config.cluster) {
-    CUlaunchAttributeValue v{};
-    v.clusterDim.x = config.cluster->x;
-    v.clusterDim.y = config.cluster->y;
-    v.clusterDim.z = config.cluster->z;
-    set(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, v);
-  }
-  if (config.cooperative) {
-    CUlaunchAttributeValue v{};
-    v.cooperative = 1;
-    set(CU_LAUNCH_ATTRIBUTE_COOPERATIVE, v);
-  }
-  if (config.priority) {
-    CUlaunchAttributeValue v{};
-    v.priority = *config.priority;
-    set(CU_LAUNCH_ATTRIBUTE_PRIORITY, v);
-  }
 }
 
 namespace {
@@ -258,10 +231,10 @@ GraphNode GraphRef::add_kernel(const RawKernelNode& kernel, const KernelArgs& ar
 GraphNode GraphRef::add_copy_node(CUdeviceptr destination, detail::Allocation* destination_allocation,
                                   CUdeviceptr source, detail::Allocation* source_allocation, const void* host_source,
                                   void* host_destination, std::size_t bytes, const Dependencies& after) const {
-  require_handle("cuGraphAddMemcpyNode");
+  require_handle(cu.GraphAddMemcpyNode.name());
   if (bytes == 0) return add_empty(after);
   Resource res = graph_resource(handle_, device_);
-  check_not_poisoned("cuGraphAddMemcpyNode", res);
+  check_not_poisoned(cu.GraphAddMemcpyNode.name(), res);
   CUcontext ctx = context_of(device_);
   resources_->add_use(source_allocation, Access::read);
   resources_->add_use(destination_allocation, Access::write);
@@ -284,16 +257,16 @@ GraphNode GraphRef::add_copy_node(CUdeviceptr destination, detail::Allocation* d
   p.Height = 1;
   p.Depth = 1;
   CUgraphNode node = nullptr;
-  check(cu.GraphAddMemcpyNode(&node, handle_, after.data(), after.size(), &p, ctx), "cuGraphAddMemcpyNode", res);
+  checked_call(cu.GraphAddMemcpyNode, res, &node, handle_, after.data(), after.size(), &p, ctx);
   return GraphNode(node, device_);
 }
 
 GraphNode GraphRef::add_fill_node(CUdeviceptr destination, detail::Allocation* allocation, unsigned value,
                                   unsigned element_size, std::size_t count, const Dependencies& after) const {
-  require_handle("cuGraphAddMemsetNode");
+  require_handle(cu.GraphAddMemsetNode.name());
   if (count == 0) return add_empty(after);
   Resource res = graph_resource(handle_, device_);
-  check_not_poisoned("cuGraphAddMemsetNode", res);
+  check_not_poisoned(cu.GraphAddMemsetNode.name(), res);
   CUcontext ctx = context_of(device_);
   resources_->add_use(allocation, Access::write);
   CUDA_MEMSET_NODE_PARAMS p{};
@@ -304,12 +277,12 @@ GraphNode GraphRef::add_fill_node(CUdeviceptr destination, detail::Allocation* a
   p.width = count;
   p.height = 1;
   CUgraphNode node = nullptr;
-  check(cu.GraphAddMemsetNode(&node, handle_, after.data(), after.size(), &p, ctx), "cuGraphAddMemsetNode", res);
+  checked_call(cu.GraphAddMemsetNode, res, &node, handle_, after.data(), after.size(), &p, ctx);
   return GraphNode(node, device_);
 }
 
 GraphNode GraphRef::add_host_node(std::unique_ptr<detail::HostCallback> callback, const Dependencies& after) const {
-  require_handle("cuGraphAddHostNode");
+  require_handle(cu.GraphAddHostNode.name());
   if (conditional_body_)
     throw InvalidArgument("add_host: a conditional node's body cannot hold host nodes (a CUDA rule); put the host "
                           "node after the conditional node");
@@ -320,61 +293,61 @@ GraphNode GraphRef::add_host_node(std::unique_ptr<detail::HostCallback> callback
   p.fn = &detail::run_graph_host_callback;
   p.userData = owned;
   CUgraphNode node = nullptr;
-  check(cu.GraphAddHostNode(&node, handle_, after.data(), after.size(), &p), "cuGraphAddHostNode", res);
+  checked_call(cu.GraphAddHostNode, res, &node, handle_, after.data(), after.size(), &p);
   return GraphNode(node, device_);
 }
 
 GraphNode GraphRef::add_event_record(EventRef event, const Dependencies& after) const {
-  require_handle("cuGraphAddEventRecordNode");
+  require_handle(cu.GraphAddEventRecordNode.name());
   if (!event) detail::throw_empty_handle("Event");
   if (conditional_body_)
     throw InvalidArgument("add_event_record: a conditional node's body cannot hold event nodes (a CUDA rule)");
   CUgraphNode node = nullptr;
-  check(cu.GraphAddEventRecordNode(&node, handle_, after.data(), after.size(), event.handle()),
-        "cuGraphAddEventRecordNode", graph_resource(handle_, device_));
+  checked_call(cu.GraphAddEventRecordNode, graph_resource(handle_, device_),
+               &node, handle_, after.data(), after.size(), event.handle());
   return GraphNode(node, device_);
 }
 
 GraphNode GraphRef::add_event_wait(EventRef event, const Dependencies& after) const {
-  require_handle("cuGraphAddEventWaitNode");
+  require_handle(cu.GraphAddEventWaitNode.name());
   if (!event) detail::throw_empty_handle("Event");
   if (conditional_body_)
     throw InvalidArgument("add_event_wait: a conditional node's body cannot hold event nodes (a CUDA rule)");
   CUgraphNode node = nullptr;
-  check(cu.GraphAddEventWaitNode(&node, handle_, after.data(), after.size(), event.handle()),
-        "cuGraphAddEventWaitNode", graph_resource(handle_, device_));
+  checked_call(cu.GraphAddEventWaitNode, graph_resource(handle_, device_),
+               &node, handle_, after.data(), after.size(), event.handle());
   return GraphNode(node, device_);
 }
 
 GraphNode GraphRef::add_child(const GraphRef& child, const Dependencies& after) const {
-  require_handle("cuGraphAddChildGraphNode");
-  child.require_handle("cuGraphAddChildGraphNode");
+  require_handle(cu.GraphAddChildGraphNode.name());
+  child.require_handle(cu.GraphAddChildGraphNode.name());
   if (child.device_ != device_)
     throw InvalidArgument("add_child: the child graph belongs to device " + std::to_string(child.device_) +
                           " and this graph to device " + std::to_string(device_));
   resources_->add_child(child.resources_);
   CUgraphNode node = nullptr;
-  check(cu.GraphAddChildGraphNode(&node, handle_, after.data(), after.size(), child.handle_),
-        "cuGraphAddChildGraphNode", graph_resource(handle_, device_));
+  checked_call(cu.GraphAddChildGraphNode, graph_resource(handle_, device_),
+               &node, handle_, after.data(), after.size(), child.handle_);
   return GraphNode(node, device_);
 }
 
 // ---- conditional nodes ----
 
 ConditionalHandle GraphRef::make_condition(unsigned default_value, ConditionStart start) const {
-  require_handle("cuGraphConditionalHandleCreate");
+  require_handle(cu.GraphConditionalHandleCreate.name());
   driver::require(driver::EntryId::GraphConditionalHandleCreate, "conditional graph nodes");
   CUcontext ctx = context_of(device_);
   CUgraphConditionalHandle h = 0;
-  check(cu.GraphConditionalHandleCreate(&h, handle_, ctx, default_value,
-                                        start == ConditionStart::default_each_launch ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0),
-        "cuGraphConditionalHandleCreate", graph_resource(handle_, device_));
+  checked_call(cu.GraphConditionalHandleCreate, graph_resource(handle_, device_),
+               &h, handle_, ctx, default_value,
+               start == ConditionStart::default_each_launch ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0);
   return ConditionalHandle{h};
 }
 
 ConditionalNode GraphRef::add_conditional(ConditionalHandle condition, CUgraphConditionalNodeType type,
                                                 unsigned bodies, const Dependencies& after) const {
-  require_handle("cuGraphAddNode");
+  require_handle(cu.GraphAddNode.name());
   driver::require(driver::EntryId::GraphConditionalHandleCreate, "conditional graph nodes");
   driver::require(driver::EntryId::GraphAddNode, "conditional graph nodes");
   CUcontext ctx = context_of(device_);
@@ -385,8 +358,7 @@ ConditionalNode GraphRef::add_conditional(ConditionalHandle condition, CUgraphCo
   p.conditional.size = bodies;
   p.conditional.ctx = ctx;
   CUgraphNode node = nullptr;
-  check(cu.GraphAddNode(&node, handle_, after.data(), after.size(), &p), "cuGraphAddNode",
-        graph_resource(handle_, device_));
+  checked_call(cu.GraphAddNode, graph_resource(handle_, device_), &node, handle_, after.data(), after.size(), &p);
   ConditionalNode out;
   out.node = GraphNode(node, device_);
   // The bodies belong to the node; what they touch is kept alive with this graph's.
@@ -412,10 +384,10 @@ ConditionalNode GraphRef::add_while(ConditionalHandle condition, const Dependenc
 namespace {
 CUgraph create_graph(int device) {
   Resource res = Resource::of_device(device);
-  check_not_poisoned("cuGraphCreate", res);
+  check_not_poisoned(cu.GraphCreate.name(), res);
   context_of(device);
   CUgraph g = nullptr;
-  check(cu.GraphCreate(&g, 0), "cuGraphCreate", res);
+  checked_call(cu.GraphCreate, res, &g, 0);
   return g;
 }
 }  // namespace
@@ -426,7 +398,7 @@ Graph::Graph(CUgraph handle, int device, detail::GraphResources* resources)
     core_ = new detail::GraphCore;
   } catch (...) {
     CUresult r = cu.GraphDestroy(handle);
-    if (r != CUDA_SUCCESS) park_driver_error(r, "cuGraphDestroy", graph_resource(handle, device), "Graph");
+    if (r != CUDA_SUCCESS) park_driver_error(r, cu.GraphDestroy.name(), graph_resource(handle, device), "Graph");
     detail::run_deferred_tasks_if_any();
     throw;
   }
@@ -449,9 +421,9 @@ Graph make_empty_graph(Device device) {
 Graph::Graph(Device device) : Graph(make_empty_graph(device)) {}
 
 Graph Graph::clone() const {
-  require_handle("cuGraphClone");
+  require_handle(cu.GraphClone.name());
   CUgraph copy = nullptr;
-  check(cu.GraphClone(&copy, handle_), "cuGraphClone", graph_resource(handle_, device_));
+  checked_call(cu.GraphClone, graph_resource(handle_, device_), &copy, handle_);
   auto* resources = new detail::GraphResources(device_);
   std::unique_ptr<detail::GraphResources, void (*)(detail::GraphResources*)> held(
       resources, [](detail::GraphResources* r) { r->release(); });

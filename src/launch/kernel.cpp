@@ -8,6 +8,7 @@
 #include "cudakit/context.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "driver/checked_call.hpp"
 
 namespace cudakit {
 
@@ -33,8 +34,8 @@ int Function::attribute(CUfunction_attribute attribute) const {
   detail::FunctionState& s = state();
   int v = 0;
   // On a poisoned device, fail before the driver, carrying the original (DESIGN 7).
-  check_not_poisoned("cuFuncGetAttribute", kernel_resource(s));
-  check(cu.FuncGetAttribute(&v, attribute, s.function), "cuFuncGetAttribute", kernel_resource(s));
+  check_not_poisoned(cu.FuncGetAttribute.name(), kernel_resource(s));
+  checked_call(cu.FuncGetAttribute, kernel_resource(s), &v, attribute, s.function);
   return v;
 }
 
@@ -62,18 +63,17 @@ void init_function_state(FunctionState& s, CUfunction function, int device, CUco
   Resource res = kernel_resource(s);
   auto attr = [&](CUfunction_attribute a) {
     int v = 0;
-    check(cu.FuncGetAttribute(&v, a, function), "cuFuncGetAttribute", res);
+    checked_call(cu.FuncGetAttribute, res, &v, a, function);
     return v;
   };
   // Attributes that only some GPUs or drivers report (clusters): 0 when they cannot say
-  // (INVALID_VALUE, NOT_SUPPORTED). Any other failure is an error like any other: it used
-  // to be taken for "cannot say" too, which swallowed out-of-memory and sticky errors
-  // (the fault sweep found it).
+  // (INVALID_VALUE, NOT_SUPPORTED). Any other failure is an error like any other: taken
+  // for "cannot say", it would swallow out-of-memory and sticky errors.
   auto optional_attr = [&](CUfunction_attribute a) {
     int v = 0;
     CUresult r = cu.FuncGetAttribute(&v, a, function);
     if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_SUPPORTED) return 0;
-    check(r, "cuFuncGetAttribute", res);
+    check(r, cu.FuncGetAttribute.name(), res);
     return v;
   };
   Device dev = Device::get(device);
@@ -115,13 +115,13 @@ void load_parameters(FunctionState& s) {
   }
   // On a poisoned device, fail before the driver, carrying the original (DESIGN 7): the
   // parameters are not cached after a failure, so a later lookup comes back here.
-  check_not_poisoned("cuFuncGetParamInfo", kernel_resource(s));
+  check_not_poisoned(cu.FuncGetParamInfo.name(), kernel_resource(s));
   std::vector<ParameterInfo> params;
   for (std::size_t i = 0;; ++i) {
     std::size_t offset = 0, size = 0;
     CUresult r = cu.FuncGetParamInfo(s.function, i, &offset, &size);
     if (r == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
-    check(r, "cuFuncGetParamInfo", kernel_resource(s));
+    check(r, cu.FuncGetParamInfo.name(), kernel_resource(s));
     params.push_back({offset, size});
   }
   s.parameters = std::move(params);
@@ -143,7 +143,7 @@ const std::vector<ParameterInfo>* parameters_if_known(FunctionState& s) {
 const std::vector<ParameterInfo>& parameters_of(FunctionState& s) {
   if (const auto* p = parameters_if_known(s)) return *p;
   driver::require(driver::EntryId::FuncGetParamInfo, "reading a kernel's parameter info");
-  throw FeatureUnavailable("cuFuncGetParamInfo", 12040, driver::version(),
+  throw FeatureUnavailable(cu.FuncGetParamInfo.name(), 12040, driver::version(),
                            "this driver cannot describe kernel parameters (needs CUDA 12.4)");
 }
 

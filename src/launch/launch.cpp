@@ -4,6 +4,8 @@
 
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "driver/checked_call.hpp"
+#include "launch/driver_launch_config.hpp"
 #include "launch/module_loading.hpp"
 
 namespace cudakit {
@@ -40,10 +42,8 @@ int max_blocks_per_multiprocessor(FunctionState& f, std::uint64_t threads, std::
     if ((cached & 1) && (cached & ~0x1ffffull) == key) return static_cast<int>((cached >> 1) & 0xffff);
   }
   int blocks = 0;
-  check(cu.OccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f.function, static_cast<int>(threads),
-                                                     static_cast<std::size_t>(shared)),
-        "cuOccupancyMaxActiveBlocksPerMultiprocessor", Resource::of(ResourceKind::kernel, f.function, f.device,
-                                                                    f.label.c_str()));
+  checked_call(cu.OccupancyMaxActiveBlocksPerMultiprocessor, Resource::of(ResourceKind::kernel, f.function, f.device, f.label.c_str()),
+               &blocks, f.function, static_cast<int>(threads), static_cast<std::size_t>(shared));
   if (packable && blocks >= 0 && blocks < (1 << 16))
     f.cooperative_cache.store(key | (static_cast<std::uint64_t>(blocks) << 1) | 1, std::memory_order_relaxed);
   return blocks;
@@ -164,7 +164,7 @@ void check_launch_config(FunctionState& f, const LaunchConfig& c) {
 }
 
 void prepare_launch(FunctionState& f, StreamRef stream, const LaunchConfig& c) {
-  stream.require_handle("cuLaunchKernel");
+  stream.require_handle(cu.LaunchKernel.name());
   if (stream.device_ordinal() != f.device) [[unlikely]]
     refuse(f, "the stream is on device " + std::to_string(stream.device_ordinal()) + ", the kernel was loaded on device " +
                   std::to_string(f.device));
@@ -174,7 +174,7 @@ void prepare_launch(FunctionState& f, StreamRef stream, const LaunchConfig& c) {
                     b.count() <= f.max_threads && g.x - 1u < f.max_grid[0] && g.y - 1u < f.max_grid[1] &&
                     g.z - 1u < f.max_grid[2] &&
                     c.shared_memory_bytes <= f.dynamic_shared_limit.load(std::memory_order_relaxed);
-  check_not_poisoned("cuLaunchKernel", Resource::of(ResourceKind::kernel, f.function, f.device, f.label.c_str()));
+  check_not_poisoned(cu.LaunchKernel.name(), Resource::of(ResourceKind::kernel, f.function, f.device, f.label.c_str()));
   if (!fits || c.has_attributes() || f.cluster_size_must_be_set) [[unlikely]]
     check_launch_config(f, c);
   ContextRef(f.context, f.device).make_current();  // DESIGN 8: no driver call when already current
@@ -194,48 +194,14 @@ void submit_launch(const FunctionState& f, StreamRef stream, const LaunchConfig&
     CUresult r = cu.LaunchKernel(f.function, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z, shared,
                                  stream.handle(), params, nullptr);
     if (r != CUDA_SUCCESS) [[unlikely]]
-      check(r, "cuLaunchKernel", Resource::of(ResourceKind::kernel, f.function, f.device, f.label.c_str()));
+      check(r, cu.LaunchKernel.name(), Resource::of(ResourceKind::kernel, f.function, f.device, f.label.c_str()));
     note_last_launch(f, stream);
     return;
   }
-  CUlaunchAttribute attributes[4] = {};
-  unsigned n = 0;
-  if (c.cluster) {
-    attributes[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attributes[n].value.clusterDim.x = c.cluster->x;
-    attributes[n].value.clusterDim.y = c.cluster->y;
-    attributes[n].value.clusterDim.z = c.cluster->z;
-    ++n;
-  }
-  if (c.cooperative) {
-    attributes[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-    attributes[n].value.cooperative = 1;
-    ++n;
-  }
-  if (c.priority) {
-    attributes[n].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
-    attributes[n].value.priority = *c.priority;
-    ++n;
-  }
-  if (c.programmatic_dependent_launch) {
-    attributes[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attributes[n].value.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  CUlaunchConfig config = {};
-  config.gridDimX = c.grid.x;
-  config.gridDimY = c.grid.y;
-  config.gridDimZ = c.grid.z;
-  config.blockDimX = c.block.x;
-  config.blockDimY = c.block.y;
-  config.blockDimZ = c.block.z;
-  config.sharedMemBytes = shared;
-  config.hStream = stream.handle();
-  config.attrs = attributes;
-  config.numAttrs = n;
-  CUresult r = cu.LaunchKernelEx(&config, f.function, params, nullptr);
+  DriverLaunchConfig driver_config(c, stream.handle());
+  CUresult r = cu.LaunchKernelEx(&driver_config.config(), f.function, params, nullptr);
   if (r != CUDA_SUCCESS) [[unlikely]]
-    check(r, "cuLaunchKernelEx", Resource::of(ResourceKind::kernel, f.function, f.device, f.label.c_str()));
+    check(r, cu.LaunchKernelEx.name(), Resource::of(ResourceKind::kernel, f.function, f.device, f.label.c_str()));
   note_last_launch(f, stream);
 }
 

@@ -8,6 +8,7 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/program.hpp"
 #include "device/device_state.hpp"
+#include "driver/checked_call.hpp"
 #include "launch/module_loading.hpp"
 
 namespace cudakit {
@@ -37,7 +38,7 @@ struct LibraryState {
       detail::CaptureTolerantScope tolerant;  // an unload beside a capture leaves it valid (DESIGN 6)
       CUresult r = cu.LibraryUnload(library);
       if (r != CUDA_SUCCESS)
-        park_driver_error(r, "cuLibraryUnload", Resource::of(ResourceKind::library, library, -1), "~Library");
+        park_driver_error(r, cu.LibraryUnload.name(), Resource::of(ResourceKind::library, library, -1), "~Library");
     } catch (const std::exception& e) {
       park_error({CUDA_SUCCESS, "~Library", e.what()});
     }
@@ -75,7 +76,7 @@ Library Library::load_image(std::span<const std::byte> image, std::string source
   CUresult r = cu.LibraryLoadData(&library, prepared.data, jit.keys(), jit.values(), jit.count(), nullptr, nullptr, 0);
   std::string what = "library image from " + source;
   if (r != CUDA_SUCCESS)
-    detail::throw_load_error(r, "cuLibraryLoadData", Resource::none(), what + " (" + prepared.contents.describe() + ")",
+    detail::throw_load_error(r, cu.LibraryLoadData.name(), Resource::none(), what + " (" + prepared.contents.describe() + ")",
                              {});
   auto state = std::make_shared<detail::LibraryState>();
   state->library = library;
@@ -125,20 +126,20 @@ Function Library::function(detail::OnDevice device, std::string_view name) const
     detail::CaptureTolerantScope tolerant;  // lazy set-up beside a capture leaves it valid (DESIGN 6)
     CUresult r = cu.LibraryGetKernel(&kernel, s.library, driver_name.c_str());
     if (r == CUDA_ERROR_NOT_FOUND) {
-      std::optional<std::vector<std::string>> names;
-      if (driver::has(driver::EntryId::LibraryEnumerateKernels) && driver::has(driver::EntryId::KernelGetName))
-        names = kernel_names();
+      auto names = detail::listed_kernels<CUkernel>(s.library, Resource::of(ResourceKind::library, s.library, -1),
+                                                    cu.LibraryGetKernelCount, cu.LibraryEnumerateKernels,
+                                                    cu.KernelGetName);
       throw InvalidArgument(detail::missing_kernel_message("library from " + s.source, name, names, s.names));
     }
-    check(r, "cuLibraryGetKernel", res);
+    check(r, cu.LibraryGetKernel.name(), res);
     s.kernels.emplace(driver_name, kernel);
   }
-  check_not_poisoned("cuKernelGetFunction", res);
+  check_not_poisoned(cu.KernelGetFunction.name(), res);
   CUcontext context = detail::library_context(ordinal);  // DESIGN 4: the kernel's context stays
   ContextRef(context, ordinal).make_current();
   CUfunction f = nullptr;
   detail::CaptureTolerantScope tolerant;  // lazy set-up beside a capture leaves it valid (DESIGN 6)
-  check(cu.KernelGetFunction(&f, kernel), "cuKernelGetFunction", res);
+  checked_call(cu.KernelGetFunction, res, &f, kernel);
   auto state = std::make_unique<detail::FunctionState>();
   detail::init_function_state(*state, f, ordinal, context, driver_name, std::string(name));
   detail::FunctionState* raw = state.get();
@@ -151,17 +152,8 @@ std::vector<std::string> Library::kernel_names() const {
   driver::require(driver::EntryId::LibraryEnumerateKernels, "listing a library's kernels");
   driver::require(driver::EntryId::KernelGetName, "listing a library's kernels");
   Resource res = Resource::of(ResourceKind::library, s.library, -1);
-  unsigned count = 0;
-  check(cu.LibraryGetKernelCount(&count, s.library), "cuLibraryGetKernelCount", res);
-  std::vector<CUkernel> kernels(count);
-  if (count > 0) check(cu.LibraryEnumerateKernels(kernels.data(), count, s.library), "cuLibraryEnumerateKernels", res);
-  std::vector<std::string> names;
-  for (CUkernel k : kernels) {
-    const char* name = nullptr;
-    check(cu.KernelGetName(&name, k), "cuKernelGetName", res);
-    names.emplace_back(name ? name : "");
-  }
-  return names;
+  return *detail::listed_kernels<CUkernel>(s.library, res, cu.LibraryGetKernelCount, cu.LibraryEnumerateKernels,
+                                           cu.KernelGetName);
 }
 
 const ImageContents& Library::contents() const { return checked_state().contents; }

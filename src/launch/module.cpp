@@ -7,6 +7,7 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/program.hpp"
 #include "device/device_state.hpp"
+#include "driver/checked_call.hpp"
 #include "launch/module_loading.hpp"
 
 namespace cudakit {
@@ -37,7 +38,7 @@ struct ModuleState {
       ContextRef(context, device).make_current();
       detail::CaptureTolerantScope tolerant;  // an unload beside a capture leaves it valid (DESIGN 6)
       CUresult r = cu.ModuleUnload(module);
-      if (r != CUDA_SUCCESS) park_driver_error(r, "cuModuleUnload", res, "~Module");
+      if (r != CUDA_SUCCESS) park_driver_error(r, cu.ModuleUnload.name(), res, "~Module");
     } catch (const std::exception& e) {
       park_error({CUDA_SUCCESS, "~Module", e.what()});
     }
@@ -78,8 +79,8 @@ Module Module::load_image(int ordinal, std::span<const std::byte> image, std::st
   Device device = Device::get(ordinal);
   // Read the device's name and architecture first, so that a failing query reaches the
   // caller: device_words_for_messages() swallows failures (it also serves error paths),
-  // which made a failed cuDeviceGetAttribute or cuDeviceGetName vanish here (the fault
-  // sweep found it). Both are cached: the words below then make no driver call.
+  // so a failed cuDeviceGetAttribute or cuDeviceGetName would vanish there. Both are
+  // cached: the words below then make no driver call.
   ComputeCapability capability = device.compute_capability();
   (void)device.name();
   std::string where = detail::device_words_for_messages(ordinal);
@@ -89,7 +90,7 @@ Module Module::load_image(int ordinal, std::span<const std::byte> image, std::st
                                   what + " for " + where);
 
   Resource res = Resource::of_device(ordinal);
-  check_not_poisoned("cuModuleLoadDataEx", res);
+  check_not_poisoned(cu.ModuleLoadDataEx.name(), res);
   CUcontext context = detail::library_context(ordinal);  // DESIGN 4: the context outlives the module
   ContextRef(context, ordinal).make_current();
   detail::JitOptionArrays jit(options.jit, true);
@@ -97,7 +98,7 @@ Module Module::load_image(int ordinal, std::span<const std::byte> image, std::st
   detail::CaptureTolerantScope tolerant;  // lazy set-up beside a capture leaves it valid (DESIGN 6)
   CUresult r = cu.ModuleLoadDataEx(&module, prepared.data, jit.count(), jit.keys(), jit.values());
   if (r != CUDA_SUCCESS)
-    detail::throw_load_error(r, "cuModuleLoadDataEx", res, what + " (" + prepared.contents.describe() + ")",
+    detail::throw_load_error(r, cu.ModuleLoadDataEx.name(), res, what + " (" + prepared.contents.describe() + ")",
                              jit.error_log());
 
   auto state = std::make_shared<detail::ModuleState>();
@@ -128,18 +129,17 @@ Function Module::function(std::string_view name) const {
     return Function(std::shared_ptr<detail::FunctionState>(state_, it->second.get()));
 
   Resource res = Resource::of(ResourceKind::module, s.module, s.device);
-  check_not_poisoned("cuModuleGetFunction", res);
+  check_not_poisoned(cu.ModuleGetFunction.name(), res);
   ContextRef(s.context, s.device).make_current();
   CUfunction f = nullptr;
   detail::CaptureTolerantScope tolerant;  // lazy set-up beside a capture leaves it valid (DESIGN 6)
   CUresult r = cu.ModuleGetFunction(&f, s.module, driver_name.c_str());
   if (r == CUDA_ERROR_NOT_FOUND) {
-    std::optional<std::vector<std::string>> names;
-    if (driver::has(driver::EntryId::ModuleEnumerateFunctions) && driver::has(driver::EntryId::FuncGetName))
-      names = kernel_names();
+    auto names = detail::listed_kernels<CUfunction>(s.module, res, cu.ModuleGetFunctionCount,
+                                                    cu.ModuleEnumerateFunctions, cu.FuncGetName);
     throw InvalidArgument(detail::missing_kernel_message(s.what, name, names, s.names));
   }
-  check(r, "cuModuleGetFunction", res);
+  check(r, cu.ModuleGetFunction.name(), res);
   auto state = std::make_unique<detail::FunctionState>();
   detail::init_function_state(*state, f, s.device, s.context, driver_name, std::string(name));
   detail::FunctionState* raw = state.get();
@@ -152,19 +152,10 @@ std::vector<std::string> Module::kernel_names() const {
   driver::require(driver::EntryId::ModuleEnumerateFunctions, "listing a module's kernels");
   driver::require(driver::EntryId::FuncGetName, "listing a module's kernels");
   Resource res = Resource::of(ResourceKind::module, s.module, s.device);
-  check_not_poisoned("cuModuleGetFunctionCount", res);  // before the driver (DESIGN 7)
+  check_not_poisoned(cu.ModuleGetFunctionCount.name(), res);  // before the driver (DESIGN 7)
   ContextRef(s.context, s.device).make_current();
-  unsigned count = 0;
-  check(cu.ModuleGetFunctionCount(&count, s.module), "cuModuleGetFunctionCount", res);
-  std::vector<CUfunction> functions(count);
-  if (count > 0) check(cu.ModuleEnumerateFunctions(functions.data(), count, s.module), "cuModuleEnumerateFunctions", res);
-  std::vector<std::string> names;
-  for (CUfunction f : functions) {
-    const char* name = nullptr;
-    check(cu.FuncGetName(&name, f), "cuFuncGetName", res);
-    names.emplace_back(name ? name : "");
-  }
-  return names;
+  return *detail::listed_kernels<CUfunction>(s.module, res, cu.ModuleGetFunctionCount, cu.ModuleEnumerateFunctions,
+                                             cu.FuncGetName);
 }
 
 const LoadReport& Module::report() const { return checked_state().report; }

@@ -1,5 +1,5 @@
 // Internal: what Module and Library share: reading images, JIT option arrays, name
-// resolution and the messages of a failed load or lookup.
+// resolution, the listing of their kernels and the messages of a failed load or lookup.
 #pragma once
 
 #include <cuda.h>
@@ -15,6 +15,7 @@
 #include "cudakit/error.hpp"
 #include "cudakit/module.hpp"
 #include "cudakit/module_image.hpp"
+#include "driver/checked_call.hpp"
 
 namespace cudakit::detail {
 
@@ -62,6 +63,28 @@ class JitOptionArrays {
 /// driver error (which poisons the device) for a sticky code.
 [[noreturn]] void throw_load_error(CUresult code, const char* call, const Resource& resource, const std::string& what,
                                    const std::string& error_log);
+
+/// The names of the kernels the driver lists for a module (cuModuleGetFunctionCount,
+/// cuModuleEnumerateFunctions, cuFuncGetName on CUfunctions) or a library
+/// (cuLibraryGetKernelCount, cuLibraryEnumerateKernels, cuKernelGetName on CUkernels), in
+/// the driver's order; nullopt when this driver cannot list them (CUDA 12.4 can). A failed
+/// call throws, naming `resource`.
+template <class Item, class Owner, class Count, class Enumerate, class Name>
+std::optional<std::vector<std::string>> listed_kernels(Owner owner, const Resource& resource, Count count,
+                                                       Enumerate enumerate, Name name) {
+  if (!driver::has(enumerate.id) || !driver::has(name.id)) return std::nullopt;
+  unsigned n = 0;
+  checked_call(count, resource, &n, owner);
+  std::vector<Item> items(n);
+  if (n > 0) checked_call(enumerate, resource, items.data(), n, owner);
+  std::vector<std::string> names;
+  for (Item item : items) {
+    const char* s = nullptr;
+    checked_call(name, resource, &s, item);
+    names.emplace_back(s != nullptr ? s : "");
+  }
+  return names;
+}
 
 /// "module 'file k.cubin' on device 0 has no kernel named 'x'; its kernels are: a, b".
 /// `kernels` is null when the driver cannot list them.

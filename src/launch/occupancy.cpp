@@ -3,6 +3,8 @@
 #include "cudakit/context.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "driver/checked_call.hpp"
+#include "launch/driver_launch_config.hpp"
 
 namespace cudakit {
 
@@ -21,29 +23,18 @@ detail::FunctionState& prepared(const Function& kernel, const char* call) {
   return f;
 }
 
-CUlaunchConfig cluster_config(const detail::FunctionState& f, const LaunchConfig& c, CUlaunchAttribute& attribute,
-                              const char* what) {
+void require_clusters(const detail::FunctionState& f, const char* what) {
   if (!f.clusters_supported)
     throw InvalidArgument(std::string(what) + " for kernel '" + f.label +
                           "': thread-block clusters need compute capability 9.0 or newer; the device is " +
                           f.compute_capability.arch());
-  CUlaunchConfig config = {};
-  config.gridDimX = c.grid.x;
-  config.gridDimY = c.grid.y;
-  config.gridDimZ = c.grid.z;
-  config.blockDimX = c.block.x;
-  config.blockDimY = c.block.y;
-  config.blockDimZ = c.block.z;
-  config.sharedMemBytes = static_cast<unsigned>(c.shared_memory_bytes);
-  if (c.cluster) {
-    attribute = {};
-    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attribute.value.clusterDim.x = c.cluster->x;
-    attribute.value.clusterDim.y = c.cluster->y;
-    attribute.value.clusterDim.z = c.cluster->z;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
+}
+
+// The cluster queries take the configuration's shape and its cluster attribute (the
+// first one, when there is one); other attributes are not theirs to judge.
+CUlaunchConfig cluster_config(const detail::DriverLaunchConfig& driver_config, const LaunchConfig& c) {
+  CUlaunchConfig config = driver_config.config();
+  config.numAttrs = c.cluster ? 1 : 0;
   return config;
 }
 
@@ -51,43 +42,42 @@ CUlaunchConfig cluster_config(const detail::FunctionState& f, const LaunchConfig
 
 int max_active_blocks_per_multiprocessor(const Function& kernel, unsigned block_threads,
                                          std::size_t dynamic_shared_bytes) {
-  detail::FunctionState& f = prepared(kernel, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  detail::FunctionState& f = prepared(kernel, cu.OccupancyMaxActiveBlocksPerMultiprocessor.name());
   if (block_threads == 0) throw InvalidArgument("max_active_blocks_per_multiprocessor: a block of 0 threads");
   int blocks = 0;
-  check(cu.OccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f.function, static_cast<int>(block_threads),
-                                                     dynamic_shared_bytes),
-        "cuOccupancyMaxActiveBlocksPerMultiprocessor", resource_of(f));
+  checked_call(cu.OccupancyMaxActiveBlocksPerMultiprocessor, resource_of(f),
+               &blocks, f.function, static_cast<int>(block_threads), dynamic_shared_bytes);
   return blocks;
 }
 
 BlockSizeSuggestion suggested_block_size(const Function& kernel, std::size_t dynamic_shared_bytes,
                                          int block_size_limit) {
-  detail::FunctionState& f = prepared(kernel, "cuOccupancyMaxPotentialBlockSize");
+  detail::FunctionState& f = prepared(kernel, cu.OccupancyMaxPotentialBlockSize.name());
   BlockSizeSuggestion s;
-  check(cu.OccupancyMaxPotentialBlockSize(&s.min_grid_size, &s.block_size, f.function, nullptr, dynamic_shared_bytes,
-                                          block_size_limit),
-        "cuOccupancyMaxPotentialBlockSize", resource_of(f));
+  checked_call(cu.OccupancyMaxPotentialBlockSize, resource_of(f),
+               &s.min_grid_size, &s.block_size, f.function, nullptr, dynamic_shared_bytes, block_size_limit);
   return s;
 }
 
 int max_active_clusters(const Function& kernel, const LaunchConfig& config) {
-  detail::FunctionState& f = prepared(kernel, "cuOccupancyMaxActiveClusters");
+  detail::FunctionState& f = prepared(kernel, cu.OccupancyMaxActiveClusters.name());
   if (!config.cluster)
     throw InvalidArgument("max_active_clusters for kernel '" + f.label + "': the configuration names no cluster");
-  CUlaunchAttribute attribute;
-  CUlaunchConfig c = cluster_config(f, config, attribute, "max_active_clusters");
+  require_clusters(f, "max_active_clusters");
+  detail::DriverLaunchConfig driver_config(config, nullptr);
+  CUlaunchConfig c = cluster_config(driver_config, config);
   int clusters = 0;
-  check(cu.OccupancyMaxActiveClusters(&clusters, f.function, &c), "cuOccupancyMaxActiveClusters", resource_of(f));
+  checked_call(cu.OccupancyMaxActiveClusters, resource_of(f), &clusters, f.function, &c);
   return clusters;
 }
 
 int max_potential_cluster_size(const Function& kernel, const LaunchConfig& config) {
-  detail::FunctionState& f = prepared(kernel, "cuOccupancyMaxPotentialClusterSize");
-  CUlaunchAttribute attribute;
-  CUlaunchConfig c = cluster_config(f, config, attribute, "max_potential_cluster_size");
+  detail::FunctionState& f = prepared(kernel, cu.OccupancyMaxPotentialClusterSize.name());
+  require_clusters(f, "max_potential_cluster_size");
+  detail::DriverLaunchConfig driver_config(config, nullptr);
+  CUlaunchConfig c = cluster_config(driver_config, config);
   int size = 0;
-  check(cu.OccupancyMaxPotentialClusterSize(&size, f.function, &c), "cuOccupancyMaxPotentialClusterSize",
-        resource_of(f));
+  checked_call(cu.OccupancyMaxPotentialClusterSize, resource_of(f), &size, f.function, &c);
   return size;
 }
 

@@ -13,6 +13,7 @@
 #include "cudakit/error.hpp"
 #include "cudakit/peer_access.hpp"
 #include "device/device_state.hpp"
+#include "driver/checked_call.hpp"
 #include "memory/host_ranges.hpp"
 #include "memory/staging.hpp"
 
@@ -63,7 +64,7 @@ void staged_upload(StreamRef stream, const void* source, CUdeviceptr destination
     std::size_t n = std::min(lease.capacity(), bytes - done);
     note_host_access(nullptr, lease.host(), n, true, "staging buffer (filled from pageable memory)");
     std::memcpy(lease.host(), from + done, n);
-    check(cu.MemcpyHtoDAsync(destination + done, lease.host(), n, stream.handle()), "cuMemcpyHtoDAsync", res);
+    checked_call(cu.MemcpyHtoDAsync, res, destination + done, lease.host(), n, stream.handle());
     lease.submitted(stream.handle());
     lease.record();  // the buffer is reused only after this copy read it
     done += n;
@@ -101,7 +102,7 @@ void staged_download_blocking(StreamRef stream, CUdeviceptr source, void* destin
       continue;
     }
     std::size_t n = std::min(lease.capacity(), bytes - done);
-    check(cu.MemcpyDtoHAsync(lease.host(), source + done, n, stream.handle()), "cuMemcpyDtoHAsync", res);
+    checked_call(cu.MemcpyDtoHAsync, res, lease.host(), source + done, n, stream.handle());
     lease.submitted(stream.handle());
     lease.record();
     window[(head + count) % max_in_flight] = InFlight{std::move(lease), to + done, n};
@@ -121,7 +122,7 @@ void staged_download_async(StreamRef stream, CUdeviceptr source, void* destinati
   for (std::size_t done = 0; done < bytes;) {
     StagingLease lease = acquire_staging(stream.device_ordinal(), true);
     std::size_t n = std::min(lease.capacity(), bytes - done);
-    check(cu.MemcpyDtoHAsync(lease.host(), source + done, n, stream.handle()), "cuMemcpyDtoHAsync", res);
+    checked_call(cu.MemcpyDtoHAsync, res, lease.host(), source + done, n, stream.handle());
     lease.submitted(stream.handle());
     stream.host_callback([from = lease.host(), into = to + done, n, on = stream.handle()] {
       note_host_access(on, from, n, false, "staging buffer (emptied into pageable memory by a host callback)");
@@ -142,28 +143,27 @@ void throw_extent_mismatch(const char* operation, std::size_t source_count, std:
 }
 
 void copy_host_to_device(StreamRef stream, HostBytes source, DeviceBytes destination) {
-  stream.require_handle("cuMemcpyHtoDAsync");
+  stream.require_handle(cu.MemcpyHtoDAsync.name());
   if (destination.bytes == 0) return;
   Resource res = buffer_resource(destination);
-  check_not_poisoned("cuMemcpyHtoDAsync", res);
+  check_not_poisoned(cu.MemcpyHtoDAsync.name(), res);
   Allocation* pinned = page_locked(source);
   if (pinned == nullptr) refuse_in_capture(stream, "a copy from pageable host memory");
   destination.allocation->use(stream, Access::write);
   make_current_for(stream);
   if (pinned != nullptr) {
     pinned->use(stream, Access::read);
-    check(cu.MemcpyHtoDAsync(destination.pointer, source.data, destination.bytes, stream.handle()),
-          "cuMemcpyHtoDAsync", res);
+    checked_call(cu.MemcpyHtoDAsync, res, destination.pointer, source.data, destination.bytes, stream.handle());
     return;
   }
   staged_upload(stream, source.data, destination.pointer, destination.bytes, res);
 }
 
 void copy_device_to_host(StreamRef stream, DeviceBytes source, HostBytes destination, bool wait) {
-  stream.require_handle("cuMemcpyDtoHAsync");
+  stream.require_handle(cu.MemcpyDtoHAsync.name());
   if (source.bytes == 0) return;
   Resource res = buffer_resource(source);
-  check_not_poisoned("cuMemcpyDtoHAsync", res);
+  check_not_poisoned(cu.MemcpyDtoHAsync.name(), res);
   Allocation* pinned = page_locked(destination);
   if (wait) refuse_in_capture(stream, "a blocking download");
   else if (pinned == nullptr) refuse_in_capture(stream, "a copy into pageable host memory");
@@ -171,8 +171,7 @@ void copy_device_to_host(StreamRef stream, DeviceBytes source, HostBytes destina
   make_current_for(stream);
   if (pinned != nullptr) {
     pinned->use(stream, Access::write);
-    check(cu.MemcpyDtoHAsync(destination.data, source.pointer, source.bytes, stream.handle()), "cuMemcpyDtoHAsync",
-          res);
+    checked_call(cu.MemcpyDtoHAsync, res, destination.data, source.pointer, source.bytes, stream.handle());
     if (wait) stream.synchronize();
     return;
   }
@@ -181,7 +180,7 @@ void copy_device_to_host(StreamRef stream, DeviceBytes source, HostBytes destina
 }
 
 void copy_device_to_device(StreamRef stream, DeviceBytes source, DeviceBytes destination) {
-  stream.require_handle("cuMemcpyDtoDAsync");
+  stream.require_handle(cu.MemcpyDtoDAsync.name());
   if (destination.bytes == 0) return;
   if (source.allocation == destination.allocation && source.pointer < destination.pointer + destination.bytes &&
       destination.pointer < source.pointer + source.bytes) {
@@ -193,7 +192,7 @@ void copy_device_to_device(StreamRef stream, DeviceBytes source, DeviceBytes des
   }
   Resource res = buffer_resource(destination);
   const bool peer = source.device != destination.device;
-  const char* call = peer ? "cuMemcpyPeerAsync" : "cuMemcpyDtoDAsync";
+  const char* call = peer ? cu.MemcpyPeerAsync.name() : cu.MemcpyDtoDAsync.name();
   check_not_poisoned(call, res);
   check_not_poisoned(call, buffer_resource(source));
   if (peer) enable_peer_access_for_copies(source.device, destination.device);
@@ -211,7 +210,7 @@ void copy_device_to_device(StreamRef stream, DeviceBytes source, DeviceBytes des
 
 void fill_device(StreamRef stream, DeviceBytes destination, std::uint32_t pattern, int pattern_bytes,
                  const char* operation) {
-  const char* call = pattern_bytes == 1 ? "cuMemsetD8Async" : pattern_bytes == 2 ? "cuMemsetD16Async" : "cuMemsetD32Async";
+  const char* call = pattern_bytes == 1 ? cu.MemsetD8Async.name() : pattern_bytes == 2 ? cu.MemsetD16Async.name() : cu.MemsetD32Async.name();
   stream.require_handle(call);
   if (destination.bytes == 0) return;
   auto width = static_cast<std::size_t>(pattern_bytes);

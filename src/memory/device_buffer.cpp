@@ -25,7 +25,7 @@ void throw_device_out_of_memory(const char* call, int device, std::size_t bytes)
 
 Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator) {
   const bool pool = allocator == Allocator::pool;
-  const char* call = pool ? "cuMemAllocAsync" : "cuMemAlloc";
+  const char* call = pool ? cu.MemAllocAsync.name() : cu.MemAlloc.name();
   stream.require_handle(call);
   run_deferred_tasks_if_any();  // a safe point: frees graphs let go of (graph.hpp)
   if (bytes == 0) return nullptr;
@@ -71,11 +71,11 @@ Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zer
     CUresult z = cu.MemsetD8Async(pointer, 0, bytes, stream.handle());
     if (z != CUDA_SUCCESS) {
       // Raise the memset's error before freeing: a sticky code must poison the device with
-      // this error, the first one. Freeing first made the free fail on the dead context,
-      // poison it with cuMemFreeAsync's error, and the memset then threw ContextPoisoned
-      // carrying the free instead of itself (the fault sweep found it).
+      // this error, the first one. Freed first, the free would fail on the dead context
+      // and poison it with cuMemFreeAsync's error, and the memset would then throw
+      // ContextPoisoned carrying the free instead of itself.
       try {
-        check(z, "cuMemsetD8Async", Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device));
+        check(z, cu.MemsetD8Async.name(), Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device));
       } catch (...) {
         a->release();
         throw;

@@ -4,6 +4,7 @@
 #include "cudakit/context.hpp"
 #include "cudakit/driver.hpp"
 #include "device/device_state.hpp"
+#include "driver/checked_call.hpp"
 #include "memory/host_ranges.hpp"
 #include "memory/out_of_memory.hpp"
 
@@ -18,7 +19,7 @@ Allocation* register_host_memory(const void* data, std::size_t bytes, HostRegist
   if (data == nullptr) throw InvalidArgument("HostRegistration of " + std::to_string(bytes) + " bytes at a null pointer");
   constexpr int device = 0;  // portable: see pinned_buffer.cpp
   Resource res = Resource::of(ResourceKind::host_registration, data, device);
-  check_not_poisoned("cuMemHostRegister", res);
+  check_not_poisoned(cu.MemHostRegister.name(), res);
   ContextRef(library_context(device), device).make_current();
   unsigned flags = CU_MEMHOSTREGISTER_PORTABLE;
   if (options.mapped) flags |= CU_MEMHOSTREGISTER_DEVICEMAP;
@@ -26,8 +27,8 @@ Allocation* register_host_memory(const void* data, std::size_t bytes, HostRegist
   void* p = const_cast<void*>(data);  // the driver only page-locks it
   detail::CaptureTolerantScope tolerant;  // beside a capture: relaxed mode leaves it valid (DESIGN 6)
   CUresult r = cu.MemHostRegister(p, bytes, flags);
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_host_out_of_memory("cuMemHostRegister", res, bytes);
-  check(r, "cuMemHostRegister", res);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_host_out_of_memory(cu.MemHostRegister.name(), res, bytes);
+  check(r, cu.MemHostRegister.name(), res);
   Allocation* a = nullptr;
   try {
     a = Allocation::create(reinterpret_cast<CUdeviceptr>(p), bytes, device, AllocationKind::registered_host,
@@ -37,7 +38,7 @@ Allocation* register_host_memory(const void* data, std::size_t bytes, HostRegist
     throw;
   }
   try {
-    if (options.mapped) check(cu.MemHostGetDevicePointer(mapped, p, 0), "cuMemHostGetDevicePointer", res);
+    if (options.mapped) checked_call(cu.MemHostGetDevicePointer, res, mapped, p, 0);
     register_host_range(p, bytes, a);
   } catch (...) {
     *mapped = 0;

@@ -8,6 +8,7 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "device/device_state.hpp"
+#include "driver/checked_call.hpp"
 #include "memory/memory_testing.hpp"
 
 namespace cudakit {
@@ -36,8 +37,8 @@ MemoryPoolRef MemoryPoolRef::device_default(Device device) {
   CUmemoryPool pool = default_pools[d].load(std::memory_order_acquire);
   if (pool == nullptr) {
     Resource res = Resource::of_device(d);
-    check_not_poisoned("cuDeviceGetDefaultMemPool", res);
-    check(cu.DeviceGetDefaultMemPool(&pool, device.handle()), "cuDeviceGetDefaultMemPool", res);
+    check_not_poisoned(cu.DeviceGetDefaultMemPool.name(), res);
+    checked_call(cu.DeviceGetDefaultMemPool, res, &pool, device.handle());
     default_pools[d].store(pool, std::memory_order_release);
   }
   return MemoryPoolRef(pool, d);
@@ -46,18 +47,18 @@ MemoryPoolRef MemoryPoolRef::device_default(Device device) {
 std::uint64_t MemoryPoolRef::attribute(CUmemPool_attribute attribute, const char*) const {
   if (handle_ == nullptr) detail::throw_empty_handle("MemoryPoolRef");
   Resource res = pool_resource(handle_, device_);
-  check_not_poisoned("cuMemPoolGetAttribute", res);
+  check_not_poisoned(cu.MemPoolGetAttribute.name(), res);
   cuuint64_t value = 0;
-  check(cu.MemPoolGetAttribute(handle_, attribute, &value), "cuMemPoolGetAttribute", res);
+  checked_call(cu.MemPoolGetAttribute, res, handle_, attribute, &value);
   return value;
 }
 
 void MemoryPoolRef::set_attribute(CUmemPool_attribute attribute, std::uint64_t value) const {
   if (handle_ == nullptr) detail::throw_empty_handle("MemoryPoolRef");
   Resource res = pool_resource(handle_, device_);
-  check_not_poisoned("cuMemPoolSetAttribute", res);
+  check_not_poisoned(cu.MemPoolSetAttribute.name(), res);
   cuuint64_t v = value;
-  check(cu.MemPoolSetAttribute(handle_, attribute, &v), "cuMemPoolSetAttribute", res);
+  checked_call(cu.MemPoolSetAttribute, res, handle_, attribute, &v);
 }
 
 std::uint64_t MemoryPoolRef::release_threshold() const {
@@ -75,8 +76,8 @@ void MemoryPoolRef::set_release_threshold(std::uint64_t bytes) const {
 void MemoryPoolRef::trim_to(std::size_t bytes_to_keep) const {
   if (handle_ == nullptr) detail::throw_empty_handle("MemoryPoolRef");
   Resource res = pool_resource(handle_, device_);
-  check_not_poisoned("cuMemPoolTrimTo", res);
-  check(cu.MemPoolTrimTo(handle_, bytes_to_keep), "cuMemPoolTrimTo", res);
+  check_not_poisoned(cu.MemPoolTrimTo.name(), res);
+  checked_call(cu.MemPoolTrimTo, res, handle_, bytes_to_keep);
 }
 
 PoolUsage MemoryPoolRef::usage() const {

@@ -8,6 +8,7 @@
 #include "cudakit/context.hpp"
 #include "cudakit/driver.hpp"
 #include "device/device_state.hpp"
+#include "driver/checked_call.hpp"
 #include "memory/host_ranges.hpp"
 #include "memory/out_of_memory.hpp"
 
@@ -33,7 +34,7 @@ Allocation* allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions o
   // the life of the process (DESIGN 4).
   constexpr int device = 0;
   Resource res = Resource::of(ResourceKind::pinned_buffer, nullptr, device);
-  check_not_poisoned("cuMemHostAlloc", res);
+  check_not_poisoned(cu.MemHostAlloc.name(), res);
   ContextRef(library_context(device), device).make_current();
   unsigned flags = CU_MEMHOSTALLOC_PORTABLE;
   if (options.mapped) flags |= CU_MEMHOSTALLOC_DEVICEMAP;
@@ -41,8 +42,8 @@ Allocation* allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions o
   void* p = nullptr;
   detail::CaptureTolerantScope tolerant;  // beside a capture: relaxed mode leaves it valid (DESIGN 6)
   CUresult r = cu.MemHostAlloc(&p, bytes, flags);
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_host_out_of_memory("cuMemHostAlloc", res, bytes);
-  check(r, "cuMemHostAlloc", res);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_host_out_of_memory(cu.MemHostAlloc.name(), res, bytes);
+  check(r, cu.MemHostAlloc.name(), res);
   Allocation* a = nullptr;
   try {
     a = Allocation::create(reinterpret_cast<CUdeviceptr>(p), bytes, device, AllocationKind::pinned_host, StreamRef{});
@@ -52,7 +53,7 @@ Allocation* allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions o
   }
   try {
     res.handle = p;
-    if (options.mapped) check(cu.MemHostGetDevicePointer(mapped, p, 0), "cuMemHostGetDevicePointer", res);
+    if (options.mapped) checked_call(cu.MemHostGetDevicePointer, res, mapped, p, 0);
     register_host_range(p, bytes, a);
   } catch (...) {
     *mapped = 0;

@@ -77,9 +77,9 @@ class StagingPool {
     for (StagingChunk* c : chunks_) {
       if (c->pending) (void)cu.EventSynchronize(c->done);  // a copy may still use it
       if (CUresult r = cu.EventDestroy(c->done); r != CUDA_SUCCESS)
-        park_driver_error(r, "cuEventDestroy", res, "staging buffers");
+        park_driver_error(r, cu.EventDestroy.name(), res, "staging buffers");
       if (CUresult r = cu.MemFreeHost(c->host); r != CUDA_SUCCESS)
-        park_driver_error(r, "cuMemFreeHost", res, "staging buffers");
+        park_driver_error(r, cu.MemFreeHost.name(), res, "staging buffers");
       delete c;
     }
     chunks_.clear();
@@ -89,18 +89,18 @@ class StagingPool {
  private:
   StagingChunk* create() {
     Resource res = staging_resource(device_);
-    check_not_poisoned("cuMemHostAlloc", res);
+    check_not_poisoned(cu.MemHostAlloc.name(), res);
     ContextRef(library_context(device_), device_).make_current();
     auto c = std::make_unique<StagingChunk>();
     c->bytes = chunk_bytes_setting.load(std::memory_order_relaxed);
     detail::CaptureTolerantScope tolerant;  // beside a capture: relaxed mode leaves it valid (DESIGN 6)
     CUresult r = cu.MemHostAlloc(&c->host, c->bytes, CU_MEMHOSTALLOC_PORTABLE);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_host_out_of_memory("cuMemHostAlloc", res, c->bytes);
-    check(r, "cuMemHostAlloc", res);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_host_out_of_memory(cu.MemHostAlloc.name(), res, c->bytes);
+    check(r, cu.MemHostAlloc.name(), res);
     r = cu.EventCreate(&c->done, CU_EVENT_DISABLE_TIMING);
     if (r != CUDA_SUCCESS) {
       (void)cu.MemFreeHost(c->host);
-      check(r, "cuEventCreate", res);
+      check(r, cu.EventCreate.name(), res);
     }
     return c.release();
   }
@@ -113,9 +113,8 @@ class StagingPool {
     }
     // Not ready, or failing: treat as busy (a real failure shows at the wait). Except a
     // sticky error: the context is dead, and the call that saw it must say so (and poison
-    // the device with it); treated as busy, the next call failed naming itself instead
-    // (the fault sweep found it).
-    if (is_sticky(r)) check(r, "cuEventQuery", staging_resource(device_));
+    // the device with it); treated as busy, the next call would fail naming itself.
+    if (is_sticky(r)) check(r, cu.EventQuery.name(), staging_resource(device_));
     return false;
   }
 
@@ -143,7 +142,7 @@ StagingChunk* StagingPool::acquire(bool may_block) {
           CUresult r = cu.EventSynchronize(c->done);
           if (r != CUDA_SUCCESS) {
             abandon(c);
-            check(r, "cuEventSynchronize", staging_resource(device_));
+            check(r, cu.EventSynchronize.name(), staging_resource(device_));
           }
           c->pending = false;
         }
@@ -222,7 +221,7 @@ void StagingLease::record() {
       pool_of(device_).abandon(chunk_);
       chunk_ = nullptr;
     }
-    check(r, "cuEventRecord", Resource::of(ResourceKind::stream, stream, device_));
+    check(r, cu.EventRecord.name(), Resource::of(ResourceKind::stream, stream, device_));
   }
   recorded_ = true;
 }
@@ -233,7 +232,7 @@ void StagingLease::wait() {
     chunk_->pending = true;  // its event is recorded: teardown waits for it before freeing
     pool_of(device_).abandon(chunk_);
     chunk_ = nullptr;
-    check(r, "cuEventSynchronize", staging_resource(device_));
+    check(r, cu.EventSynchronize.name(), staging_resource(device_));
   }
   stream_ = nullptr;
   recorded_ = false;

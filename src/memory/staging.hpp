@@ -1,5 +1,4 @@
-// Internal: the pinned staging buffers behind copies from and to pageable host memory
-// (issue 3, point 2).
+// Internal: the pinned staging buffers behind copies from and to pageable host memory.
 //
 // Why: the driver may read a pageable source after cuMemcpyHtoDAsync returns, or block
 // for it, and it says neither which nor when. cudakit wants both of these instead: a

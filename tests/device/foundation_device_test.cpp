@@ -1,4 +1,4 @@
-// Devices, contexts, streams, events and host callbacks on a real GPU (issue 2).
+// Devices, contexts, streams, events and host callbacks on a real GPU.
 #include <atomic>
 #include <chrono>
 #include <memory>

@@ -1,4 +1,4 @@
-// Capture, graphs and executables on a real GPU (issue 5, point 9; DESIGN 4, 6, 9).
+// Capture, graphs and executables on a real GPU (DESIGN 4, 6, 9).
 //
 // Kernels are the embedded test kernels, loaded as a Module and launched typed (the launch
 // layer declares each buffer use to tracking, so captured launches are recorded with
@@ -465,7 +465,7 @@ TEST_F(GraphGpuTest, DestroyingGraphAndExecutableWithReplaysInFlightIsSafe) {
   run_deferred_releases();
 }
 
-// Issue 5: launch attributes on explicit kernel nodes. The cluster node's blocks must see
+// Launch attributes on explicit kernel nodes. The cluster node's blocks must see
 // their rank in the cluster (only true if the attribute reached the driver); the
 // cooperative node's grid is the largest fully resident one.
 TEST_F(GraphGpuTest, ExplicitKernelNodesWithClusterAndCooperativeAttributes) {

@@ -1,10 +1,9 @@
-// Modules, programs and launches on a real GPU (issue 4, point 8): the embedded kernels
+// Modules, programs and launches on a real GPU: the embedded kernels
 // against host references on fresh random data, every validation error on the real device,
 // cluster and cooperative launches, NVRTC, template kernels through name expressions, a
 // module from each format with its native/JIT report, cross-stream ordering of kernels,
 // and the cost of a launch through cudakit beside the raw driver calls.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <optional>
 #include <cstdio>
@@ -388,55 +387,6 @@ __global__ void fill_value(T* out, T value, int n) {
   launch(stream(), m.kernel<void(int*, int, int)>("fill_value<int>"), {grid_for(n, 128), 128}, i, 99, n);
   for (float v : download(stream(), f)) ASSERT_EQ(v, -1.25f);
   for (int v : download(stream(), i)) ASSERT_EQ(v, 99);
-}
-
-// ---- the cost of a launch: cudakit beside the raw driver (reported, not asserted) ----
-
-TEST_F(LaunchDeviceTest, LaunchCostBesideTheRawDriver) {
-  auto empty = module().kernel<void()>("empty_kernel");
-  auto eight = module().kernel<void(const float*, float*, int, int, float, float, long long, long long)>("empty_kernel_8");
-  DeviceBuffer<float> x(stream(), 8, zeroed), y(stream(), 8, zeroed);
-  CUfunction f = empty.handle();
-  CUstream s = stream().handle();
-  const int rounds = 5, per_round = 10000;
-  auto time = [&](auto&& body) {
-    std::vector<double> us;
-    for (int r = 0; r < rounds; ++r) {
-      stream().synchronize();
-      auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < per_round; ++i) body();
-      auto t1 = std::chrono::steady_clock::now();
-      us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / per_round);
-      stream().synchronize();
-    }
-    std::sort(us.begin(), us.end());
-    return us[rounds / 2];
-  };
-  CUlaunchConfig config = {};
-  config.gridDimX = config.gridDimY = config.gridDimZ = 1;
-  config.blockDimX = 32;
-  config.blockDimY = config.blockDimZ = 1;
-  config.hStream = s;
-  double raw = time([&] { driver::cu.LaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr); });
-  double raw_ex = time([&] { driver::cu.LaunchKernelEx(&config, f, nullptr, nullptr); });
-  double kit = time([&] { launch(stream(), empty, {1, 32}); });
-  const float* xp = x.data();
-  float* yp = y.data();
-  int a = 1, b = 2;
-  float c = 3, d = 4;
-  long long e = 5, g = 6;
-  void* params[] = {&xp, &yp, &a, &b, &c, &d, &e, &g};
-  CUfunction f8 = eight.handle();
-  double raw8 = time([&] { driver::cu.LaunchKernel(f8, 1, 1, 1, 32, 1, 1, 0, s, params, nullptr); });
-  double kit8 = time([&] { launch(stream(), eight, {1, 32}, x, y, a, b, c, d, e, g); });
-  std::printf("[          ] launch CPU cost (median of %d x %d): raw cuLaunchKernel %.3f us, raw cuLaunchKernelEx %.3f us, "
-              "cudakit %.3f us (%.2fx); 8 args: raw %.3f us, cudakit %.3f us (%.2fx)\n",
-              rounds, per_round, raw, raw_ex, kit, kit / raw, raw8, kit8, kit8 / raw8);
-  RecordProperty("raw_launch_us", std::to_string(raw));
-  RecordProperty("raw_launch_ex_us", std::to_string(raw_ex));
-  RecordProperty("cudakit_launch_us", std::to_string(kit));
-  RecordProperty("raw_launch8_us", std::to_string(raw8));
-  RecordProperty("cudakit_launch8_us", std::to_string(kit8));
 }
 
 }  // namespace

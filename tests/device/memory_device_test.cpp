@@ -1,4 +1,4 @@
-// Memory on a real GPU (issue 3): round trips in every direction on fresh random data
+// Memory on a real GPU: round trips in every direction on fresh random data
 // (outputs poisoned first), pinned and pageable, sizes odd and larger than a staging
 // buffer; fills; the deterministic ordering tests (a spinning kernel holds stream A while
 // stream B must wait); out of memory; the pool's threshold; and the predecessors'
@@ -409,8 +409,8 @@ TEST_P(PredecessorScenario, EveryRequestOnEveryThreadGetsTheReferenceOutput) {
   constexpr int requests = 40;
   constexpr std::size_t elements = 64 * 1024;
   // Fresh data in every run (the seed is printed): with fixed seeds, every parameter's run
-  // uploaded the same weights, often into the memory the previous run freed, so a read
-  // that raced the upload would still have found the right values.
+  // would upload the same weights, often into the memory the previous run freed, so a
+  // read that raced the upload would still find the right values.
   const unsigned seed = std::random_device{}();
   std::printf("[          ] random seed %u\n", seed);
   const auto input = random_floats(elements, seed), weights_host = random_floats(elements, seed + 1);

@@ -1,4 +1,4 @@
-// A poisoned context on a real GPU (issue 7, point 4; DESIGN 7).
+// A poisoned context on a real GPU (DESIGN 7).
 //
 // A kernel writes through a bad address. The launch or the next synchronize must throw
 // the sticky error with its code, naming the kernel; every later call on that context

@@ -1,4 +1,4 @@
-// Thread stress on a real GPU (issue 7, point 5): 16 threads launching, copying and
+// Thread stress on a real GPU: 16 threads launching, copying and
 // capturing at once, every result checked against a host reference on fresh random data.
 //
 // - threads sharing one Gpu (its own stream) launching and copying;

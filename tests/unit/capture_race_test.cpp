@@ -1,5 +1,5 @@
 // A capture's start against other threads' work on its stream (docs/design.md decision
-// 14; issue 7): a buffer last used on a stream may be freed, or handed to another stream,
+// 14): a buffer last used on a stream may be freed, or handed to another stream,
 // by a thread that does not own the stream, at the very moment its owner begins a capture
 // there. That free or hand-off event must run live, before the capture or beside it, and
 // never land in the owner's graph.

@@ -1,4 +1,4 @@
-// Stream capture against the fake driver (issue 5, points 1, 2, 6 and 9; DESIGN 6, 9):
+// Stream capture against the fake driver (DESIGN 6, 9):
 // bookkeeping on every exit path, refusals that keep the capture valid, driver capture
 // errors in words, other threads' submissions, lazy set-up, and tracking inside a capture.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Devices and contexts (issue 2, point 5).
+// Devices and contexts.
 #include <gtest/gtest.h>
 
 #include <thread>

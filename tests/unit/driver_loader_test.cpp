@@ -1,5 +1,5 @@
 // The driver loader against a missing library, the toolkit's stub, an old driver, and a
-// driver without an entry (issue 2, point 3).
+// driver without an entry.
 #include <gtest/gtest.h>
 
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// Errors: messages, poisoned contexts and parked errors (issue 2, point 4).
+// Errors: messages, poisoned contexts and parked errors.
 #include <gtest/gtest.h>
 
 #include <functional>

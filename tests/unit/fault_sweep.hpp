@@ -1,4 +1,4 @@
-// The fault-injection sweep (issue 7): every public operation, every driver call it
+// The fault-injection sweep: every public operation, every driver call it
 // makes, every error class.
 //
 // An operation is a name and a lambda that performs it on a Scene. The sweep runs it

@@ -1,4 +1,4 @@
-// The fault-injection sweep over the graph area's public operations (issue 7): stream
+// The fault-injection sweep over the graph area's public operations: stream
 // capture (with launches, copies and a cross-stream fork and join inside), explicit
 // graph building (every node kind, conditional nodes, child graphs), queries and DOT,
 // instantiation, replay, upload, whole-graph and argument updates, and the Gpu facade's

@@ -1,4 +1,4 @@
-// The fault-injection sweep over the launch area's public operations (issue 7): modules
+// The fault-injection sweep over the launch area's public operations: modules
 // and libraries loaded from memory (fatbin, cubin, PTX), kernel lookup, typed and untyped
 // launches, launch attributes, occupancy queries, and the Gpu facade's load and launch.
 // The rules, and how an operation is written: fault_sweep.hpp. Program (NVRTC) is left

@@ -1,4 +1,4 @@
-// The fault-injection sweep over the memory area's public operations (issue 7): device
+// The fault-injection sweep over the memory area's public operations: device
 // buffers, spans, copies, fills, pinned memory, host registrations, the memory pool,
 // cross-stream hand-offs, ManualOrdering, peer access, and the Gpu facade's memory
 // operations. The rules, and how an operation is written: fault_sweep.hpp. The tests are

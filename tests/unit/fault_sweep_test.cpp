@@ -1,4 +1,4 @@
-// The fault-injection sweep over the foundation's public operations (issue 7). The rules
+// The fault-injection sweep over the foundation's public operations. The rules
 // and how to add an area's operations: fault_sweep.hpp. One line per operation; each runs
 // from a fresh fake driver, with its inputs taken from the scene.
 #include "fault_sweep.hpp"

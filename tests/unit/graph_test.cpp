@@ -1,7 +1,7 @@
-// Graphs and executables against the fake driver (issue 5, points 3, 4, 5, 7; DESIGN 4,
-// 6): lifetimes held by graphs and executables and the deferred queue, launch-time tracking, the
-// one-thread rule, instantiate and update failures in words, kernel-argument updates,
-// explicit building and conditional nodes.
+// Graphs and executables against the fake driver (DESIGN 4, 6): lifetimes held by graphs
+// and executables and the deferred queue, launch-time tracking, the one-thread rule,
+// instantiate and update failures in words, kernel-argument updates, explicit building and
+// conditional nodes.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// Every public declaration in include/cudakit has a reference comment (issue 6, point 6).
+// Every public declaration in include/cudakit has a reference comment.
 //
 // The rule, checked by a simple scan of each public header: a declaration in the public
 // part (namespace scope outside `detail`, the public members of a class) must have a

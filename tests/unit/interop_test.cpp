@@ -1,4 +1,4 @@
-// Interop with cudaStream_t and libcu++'s cuda::stream_ref (issue 2, point 6).
+// Interop with cudaStream_t and libcu++'s cuda::stream_ref.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>

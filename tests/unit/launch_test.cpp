@@ -1,4 +1,4 @@
-// Launches against the fake driver (issue 4, points 3 and 4): compile-time argument
+// Launches against the fake driver: compile-time argument
 // binding, argument packing, tracking of the buffers a launch reads and writes, untyped
 // launches checked against parameter info, every validation error and its message, launch
 // attributes, and the hot path's driver calls.

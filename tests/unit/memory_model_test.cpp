@@ -1,4 +1,4 @@
-// The randomized model-based tests (issue 3, point 7; issue 7, point 6).
+// The randomized model-based tests.
 //
 // MemoryModelTest, the memory layer: random sequences of
 // allocations, uploads (pageable and pinned), downloads (blocking and stream-ordered),
@@ -197,7 +197,7 @@ TEST_P(MemoryModelTest, RandomOperationsOnSeveralStreamsAreOrderedAndCorrect) {
 
 INSTANTIATE_TEST_SUITE_P(FixedSeeds, MemoryModelTest, ::testing::ValuesIn(testing::model_seeds()));
 
-// ---- kernels, graphs and frees in flight (issue 7, point 6) ----
+// ---- kernels, graphs and frees in flight ----
 
 using testing::SaxpySig;
 using testing::FillSig;

@@ -1,4 +1,4 @@
-// The default memory pool's settings against the fake driver (issue 3, point 2).
+// The default memory pool's settings against the fake driver.
 #include <gtest/gtest.h>
 
 #include "memory_fixture.hpp"

@@ -1,4 +1,4 @@
-// Seeds of the randomized model-based tests (issue 7, point 6). CI runs a fixed set, so a
+// Seeds of the randomized model-based tests. CI runs a fixed set, so a
 // failure reproduces; CUDAKIT_MODEL_SEEDS=N adds N more (seeds 1000 to 1000+N-1) for a
 // longer sweep, e.g.
 //   CUDAKIT_MODEL_SEEDS=2000 build/tests/cudakit_unit_tests --gtest_filter='*ModelTest*'

@@ -1,6 +1,5 @@
 // Module images without a driver: format detection, the architectures a cubin, PTX or
-// fatbin holds, and which code a GPU runs from it (native or JIT) under each JitPolicy
-// (issue 4, point 1).
+// fatbin holds, and which code a GPU runs from it (native or JIT) under each JitPolicy.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

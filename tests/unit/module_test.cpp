@@ -1,4 +1,4 @@
-// Modules and libraries against the fake driver (issue 4, point 1): loading each format,
+// Modules and libraries against the fake driver: loading each format,
 // the native/JIT report and policy, JIT logs, cached thread-safe lookups, the missing-kernel
 // message, typed lookups checked against parameter info, lifetimes and unloading.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Page-locked host memory against the fake driver (issue 3, point 2): PinnedBuffer and
+// Page-locked host memory against the fake driver: PinnedBuffer and
 // HostRegistration are tracked like device memory, so their cross-stream use is ordered
 // and they are freed (unregistered) only after every stream that used them.
 #include <gtest/gtest.h>

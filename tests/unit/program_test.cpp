@@ -1,4 +1,4 @@
-// NVRTC for real, without a GPU (issue 4, point 2): cubin and PTX for sm_90, compile errors
+// NVRTC for real, without a GPU: cubin and PTX for sm_90, compile errors
 // with their log, name expressions of a template kernel, headers and defines, the on-disk
 // cache, and the error when libnvrtc is missing. Tests skip where no libnvrtc is installed
 // (the GPU machine may run the unit tests without the toolkit).

@@ -1,10 +1,13 @@
 // Architecture rules, checked on the sources (DESIGN 2 and invariant 1):
 // - layers: each folder of src/ is a layer and each public header belongs to one; no file
 //   includes a header of a layer above its own;
-// - no cu* driver call outside the driver layer (calls go through driver::cu.Name);
+// - no cu* driver call outside the driver layer (calls go through driver::cu.Name), and
+//   none named by a string literal that repeats its entry's name;
 // - no legacy stream: no CU_STREAM_LEGACY / CU_STREAM_PER_THREAD use, no synchronous
 //   copy or memset entry in the driver table, no stream created without
-//   CU_STREAM_NON_BLOCKING.
+//   CU_STREAM_NON_BLOCKING;
+// - no trace of how the product was made: no work-item numbers anywhere, no design-note
+//   numbers in messages.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -327,6 +330,55 @@ TEST(SourceScan, EachPrivateHeaderSitsBesideTheFileThatImplementsIt) {
     EXPECT_TRUE(away.count(entry)) << entry << " is beside its implementation now: remove it from the list";
 }
 
+// ---- a product with no traces of how it was made ----
+
+// Files that still carry such traces, known and being cleaned: an entry that no longer
+// needs its place fails the test.
+const std::set<std::string> allowed_traces = {
+    "src/graph/capture.cpp",
+};
+
+// No reference to the work items the code was built under, in code, docs or scripts, and
+// no design-note number in a message a user sees (comments may cite the invariants).
+TEST(SourceScan, NoTraceOfHowTheProductWasMade) {
+  // Spelled in pieces, so that this file does not match itself.
+  const std::regex work_item(std::string("\\b(") + "iss" + "ues? [0-9]|poi" + "nts? [0-9]|ses" + "sions?)\\b",
+                             std::regex::icase);
+  const std::regex design_in_message(R"("[^"\n]*\(DESIGN [0-9][^"\n]*")");
+  std::set<std::string> with_traces;
+  int files = 0;
+  for (const char* top : {"include", "src", "tests", "tools", "examples", "docs", "scripts", "cmake", "README.md",
+                          "CHANGELOG.md"}) {
+    fs::path root = fs::path(CUDAKIT_SOURCE_DIR) / top;
+    std::vector<fs::path> paths;
+    if (fs::is_regular_file(root)) paths.push_back(root);
+    else
+      for (const auto& e : fs::recursive_directory_iterator(root))
+        if (e.is_regular_file()) paths.push_back(e.path());
+    for (const fs::path& path : paths) {
+      std::string ext = path.extension().string();
+      if (ext != ".cpp" && ext != ".hpp" && ext != ".cu" && ext != ".cuh" && ext != ".inc" && ext != ".md" &&
+          ext != ".sh" && ext != ".cmake" && ext != ".txt" && ext != ".py")
+        continue;
+      std::string file = fs::relative(path, CUDAKIT_SOURCE_DIR).string();
+      std::ifstream in(path);
+      int line_number = 0;
+      ++files;
+      for (std::string line; std::getline(in, line);) {
+        ++line_number;
+        bool trace = std::regex_search(line, work_item) ||
+                     (file.rfind("src/", 0) == 0 && std::regex_search(line, design_in_message));
+        if (!trace) continue;
+        with_traces.insert(file);
+        if (!allowed_traces.count(file)) ADD_FAILURE() << file << ":" << line_number << ": " << line;
+      }
+    }
+  }
+  EXPECT_GT(files, 100);
+  for (const auto& file : allowed_traces)
+    EXPECT_TRUE(with_traces.count(file)) << file << " has no trace left: remove it from allowed_traces";
+}
+
 TEST(SourceScan, NoDriverCallOutsideTheDriverLayer) {
   std::regex direct_call(R"((^|[^A-Za-z0-9_.:>])cu[A-Z][A-Za-z0-9_]*\s*\()");
   for (const auto& f : library_sources()) {
@@ -339,6 +391,40 @@ TEST(SourceScan, NoDriverCallOutsideTheDriverLayer) {
       begin = m.suffix().first;
     }
   }
+}
+
+// Files whose driver calls still name themselves with string literals, being converted:
+// an entry that no longer needs its place fails the test.
+const std::set<std::string> allowed_call_names_as_literals = {
+    "src/stream/event.cpp",        "src/stream/stream.cpp",        "src/memory/allocation.cpp",
+    "src/graph/capture.cpp",       "src/graph/graph_resources.cpp", "src/graph/graph_exec.cpp",
+};
+
+// A driver call is named by its table entry (cu.Name.name(), checked_call in
+// src/driver/checked_call.hpp), never by a string literal that repeats it.
+TEST(SourceScan, NoDriverCallIsNamedByAStringLiteral) {
+  std::set<std::string> entries;
+  for (const auto& e : cudakit::driver::entry_infos) entries.insert(e.name);
+  const std::regex literal(R"re("(cu[A-Z][A-Za-z0-9_]*)")re");
+  std::set<std::string> with_literals;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(CUDAKIT_SOURCE_DIR) / "src")) {
+    if (!e.is_regular_file() || e.path().extension() != ".cpp") continue;
+    std::string file = fs::relative(e.path(), CUDAKIT_SOURCE_DIR).string();
+    if (in_driver_layer(file)) continue;
+    std::ifstream in(e.path());
+    int line_number = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_number;
+      for (std::sregex_iterator it(line.begin(), line.end(), literal), end; it != end; ++it) {
+        if (!entries.count((*it)[1].str())) continue;
+        with_literals.insert(file);
+        if (!allowed_call_names_as_literals.count(file))
+          ADD_FAILURE() << file << ":" << line_number << ": " << (*it)[0].str() << " repeats the entry's name";
+      }
+    }
+  }
+  for (const auto& file : allowed_call_names_as_literals)
+    EXPECT_TRUE(with_literals.count(file)) << file << " names no call by a literal now: remove it from the list";
 }
 
 TEST(SourceScan, NoLegacyStreamAnywhereInTheLibrary) {

@@ -1,4 +1,4 @@
-// Streams and events (issue 2, points 6 and 7).
+// Streams and events.
 #include <gtest/gtest.h>
 
 #include <type_traits>

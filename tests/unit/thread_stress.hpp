@@ -1,4 +1,4 @@
-// Thread stress on the fake driver (issue 7; DESIGN 4, "Threads"): many threads doing
+// Thread stress on the fake driver (DESIGN 4, "Threads"): many threads doing
 // what the headers say may be done from any thread at once, so that the TSan build of
 // the unit tests (CMakePresets.json, preset tsan) checks the library's shared state:
 // the device table, the library's context retain, the priority cache, the event pool,

@@ -1,4 +1,4 @@
-// Thread stress of the data path on the fake driver (issue 7, point 5): 16 threads
+// Thread stress of the data path on the fake driver: 16 threads
 // allocating, uploading random data, launching typed kernels with buffer arguments,
 // copying, downloading and checking, and capturing, instantiating and replaying small
 // graphs, first all on one shared Gpu, then each on a stream of its own. Every thread
@@ -198,7 +198,7 @@ TEST_F(ThreadStressGpu, SixteenThreadsLaunchCopyAndCaptureOnStreamsOfTheirOwn) {
 
 // Captures on streams that other threads' frees may reach (graph buffers are released by
 // whichever thread reaches a safe point next): docs/design.md decision 14. The targeted
-// form of this race, which fails without the fix, is capture_race_test.cpp.
+// form of this race, which fails without the capture's marks, is capture_race_test.cpp.
 TEST_F(ThreadStressGpu, SixteenThreadsCaptureOnStreamsTheirBuffersWereUsedOn) {
   on_streams_of_their_own(9, CaptureOn::used_stream);
 }

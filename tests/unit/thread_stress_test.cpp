@@ -1,4 +1,4 @@
-// Thread stress on the fake driver (issue 7): see thread_stress.hpp. Run under TSan by
+// Thread stress on the fake driver: see thread_stress.hpp. Run under TSan by
 // the tsan preset (`make test` runs it).
 #include "thread_stress.hpp"
 

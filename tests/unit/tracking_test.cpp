@@ -1,7 +1,7 @@
-// Cross-stream tracking against the fake driver's ordering model (DESIGN 5; issue 3,
-// point 4). The fake runs everything in order, but its vector clocks see whether each
-// pair of conflicting accesses on different streams was ordered by an event: a missing
-// wait is a hazard that fails the test in TearDown.
+// Cross-stream tracking against the fake driver's ordering model (DESIGN 5). The fake runs
+// everything in order, but its vector clocks see whether each pair of conflicting accesses
+// on different streams was ordered by an event: a missing wait is a hazard that fails the
+// test in TearDown.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// Concurrency benchmark (issue 5): the predecessors' scenario. 1, 4 and 8 host threads,
+// Concurrency benchmark: the predecessors' scenario. 1, 4 and 8 host threads,
 // each with its own stream, serve identical requests: upload 64 Ki floats, run 48 small
 // kernels (add_arrays with a weights buffer every thread shares, read-only, then
 // scale_offset, alternating), download 64 Ki floats. Every output is compared with a

@@ -1,4 +1,4 @@
-// The foundation's benchmarks (issue 2): streams and events, each cudakit against the
+// The foundation's benchmarks: streams and events, each cudakit against the
 // raw driver. All four are CPU submission costs (the steady clock around a batch), since
 // what cudakit adds is CPU work around the driver call; the GPU does the same either way.
 //

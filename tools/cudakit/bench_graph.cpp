@@ -1,4 +1,4 @@
-// Graph benchmarks (issue 5): replay cost per node for 10, 100 and 1000 tiny kernels,
+// Graph benchmarks: replay cost per node for 10, 100 and 1000 tiny kernels,
 // instantiation of a 1000-node graph, a kernel-argument update against re-instantiating
 // a 100-node graph, and replay against plain stream launches. The quick run (`cudakit
 // bench --quick`, the doctor) replays the 100-node graph only.

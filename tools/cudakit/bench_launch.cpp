@@ -1,4 +1,4 @@
-// Launch benchmarks (issue 4): the CPU cost of submitting a kernel launch, cudakit's
+// Launch benchmarks: the CPU cost of submitting a kernel launch, cudakit's
 // typed launch() against cuLaunchKernel with an argument array the application built
 // up front, on kernels with 0, 2 and 8 parameters; the "tracked" variants pass
 // DeviceBuffers (tracked, always on one stream) where the raw side passes the same
@@ -7,8 +7,16 @@
 // Both sides launch the same CUfunction (the cudakit module's, through
 // Function::handle()); each side has its own stream, drained between batches.
 //
+// "launch with an attribute" takes cudakit's other path: a LaunchConfig with a launch
+// attribute (a priority) goes through cuLaunchKernelEx, timed against a raw
+// cuLaunchKernelEx with the same attribute and a CUlaunchConfig built up front. "launch,
+// 0 args, beside cuLaunchKernelEx" sets cudakit's plain launch (cuLaunchKernel) beside a
+// raw cuLaunchKernelEx without attributes: reported, not judged, it says whether the
+// plain path is the cheaper of the two driver calls.
+//
 // "launch heap allocations" counts operator new calls per cudakit launch with the tool's
 // counting operator new (bench_allocation_counter.cpp); DESIGN 8 says none.
+#include <span>
 #include <string>
 #include <vector>
 
@@ -157,6 +165,49 @@ std::vector<Result> launch_8_args_tracked(const Context& c) {
   return {cost_result("launch, 8 args, tracked buffers", "launch", samples, launch_target)};
 }
 
+// An empty kernel through cuLaunchKernelEx on the raw side, with `attributes` (none or
+// one) in a CUlaunchConfig built up front; cudakit launches it with `config`.
+PairedSamples time_against_launch_kernel_ex(const Context& c, const LaunchSetup& s, const Kernel<void()>& kernel,
+                                            const LaunchConfig& config, std::span<CUlaunchAttribute> attributes) {
+  const CUfunction f = kernel.handle();
+  const StreamRef stream = s.stream;
+  CUlaunchConfig raw_config = {};
+  raw_config.gridDimX = raw_config.gridDimY = raw_config.gridDimZ = 1;
+  raw_config.blockDimX = raw_config.blockDimY = raw_config.blockDimZ = 1;
+  raw_config.hStream = s.raw_stream.handle();
+  raw_config.attrs = attributes.data();
+  raw_config.numAttrs = static_cast<unsigned>(attributes.size());
+  auto launch_kernel_ex = raw_entry<EntryId::LaunchKernelEx>();
+  return time_host(
+      s.plan(c),
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i) launch(stream, kernel, config);
+      },
+      [&](int ops) {
+        for (int i = 0; i < ops; ++i) check_raw(launch_kernel_ex(&raw_config, f, nullptr, nullptr), "cuLaunchKernelEx");
+      });
+}
+
+// One launch attribute (the stream's default priority, 0): cuLaunchKernelEx on both sides.
+std::vector<Result> launch_with_an_attribute(const Context& c) {
+  LaunchSetup s(c);
+  LaunchConfig with_priority = one_thread;
+  with_priority.priority = 0;
+  CUlaunchAttribute priority = {};
+  priority.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  priority.value.priority = 0;
+  auto samples =
+      time_against_launch_kernel_ex(c, s, s.module.kernel<void()>("empty_kernel"), with_priority, {&priority, 1});
+  return {cost_result("launch with an attribute, 0 args", "launch", samples, launch_target)};
+}
+
+// No attribute: cudakit's cuLaunchKernel beside a raw cuLaunchKernelEx (reported only).
+std::vector<Result> launch_beside_launch_kernel_ex(const Context& c) {
+  LaunchSetup s(c);
+  auto samples = time_against_launch_kernel_ex(c, s, s.module.kernel<void()>("empty_kernel"), one_thread, {});
+  return {cost_result("launch, 0 args, beside cuLaunchKernelEx", "launch", samples, 0)};
+}
+
 // Heap allocations (operator new on this thread) per launch: cudakit's typed launches,
 // plain and tracked, and the raw launches beside them. Reported (the target is 0); a
 // cudakit launch that allocates more than the raw launch makes the result fail.
@@ -214,6 +265,9 @@ CUDAKIT_BENCHMARK("launch, 2 args", "launch", QuickRun::include, launch_2_args);
 CUDAKIT_BENCHMARK("launch, 2 args, tracked buffer", "launch", QuickRun::skip, launch_2_args_tracked);
 CUDAKIT_BENCHMARK("launch, 8 args", "launch", QuickRun::skip, launch_8_args);
 CUDAKIT_BENCHMARK("launch, 8 args, tracked buffers", "launch", QuickRun::skip, launch_8_args_tracked);
+CUDAKIT_BENCHMARK("launch with an attribute, 0 args", "launch", QuickRun::skip, launch_with_an_attribute);
+CUDAKIT_BENCHMARK("launch, 0 args, beside cuLaunchKernelEx", "launch", QuickRun::skip,
+                  launch_beside_launch_kernel_ex);
 CUDAKIT_BENCHMARK("launch heap allocations", "launch", QuickRun::skip, launch_heap_allocations);
 
 }  // namespace

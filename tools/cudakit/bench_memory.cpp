@@ -1,4 +1,4 @@
-// Memory benchmarks (issue 3): copy bandwidth and stream-ordered allocation, cudakit
+// Memory benchmarks: copy bandwidth and stream-ordered allocation, cudakit
 // against the raw driver.
 //
 // Bandwidth ("bandwidth" group, a size sweep drawn as GB/s against size): pinned host to

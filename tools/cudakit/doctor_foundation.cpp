@@ -1,4 +1,4 @@
-// The doctor's foundation checks (issue 2): context, streams, events, host callback.
+// The doctor's foundation checks: context, streams, events, host callback.
 #include <atomic>
 #include <string>
 

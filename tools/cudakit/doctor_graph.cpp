@@ -1,4 +1,4 @@
-// The doctor's graph checks (issue 6): capture and replay with the input's owner dropped
+// The doctor's graph checks: capture and replay with the input's owner dropped
 // after capture, then an in-place kernel-argument update.
 #include <cmath>
 #include <memory>

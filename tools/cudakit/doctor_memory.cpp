@@ -1,4 +1,4 @@
-// The doctor's memory checks (issue 3): copies both ways through pageable and pinned host
+// The doctor's memory checks: copies both ways through pageable and pinned host
 // memory, fills, and cross-stream ordering of a buffer written late on one stream and
 // read on another.
 #include <algorithm>

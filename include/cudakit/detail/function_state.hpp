@@ -74,7 +74,7 @@ struct CUDAKIT_API FunctionState {
   // cuFuncGetParamInfo (CUDA 12.4+), read once: parameters_state and parameters are
   // written under parameters_mutex, then published by parameters_ready (release). Not a
   // std::call_once: a failed read throws, and ThreadSanitizer's pthread_once is not
-  // exception-safe (the next call hung; the fault sweep found it under TSan).
+  // exception-safe (under TSan, the call after a failed read hangs).
   std::atomic<bool> parameters_ready{false};
   std::mutex parameters_mutex;
   ParameterInfoState parameters_state = ParameterInfoState::unknown;

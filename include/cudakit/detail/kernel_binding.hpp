@@ -1,4 +1,4 @@
-// Internal: how a launch argument binds to a kernel parameter (issue 4, point 3).
+// Internal: how a launch argument binds to a kernel parameter.
 //
 // A pointer parameter takes a buffer, a view or a raw device pointer of the same element
 // type; its constness decides the access tracking records (DESIGN 5):

@@ -267,14 +267,14 @@ CUresult LaunchHostFunc(CUstream s, CUhostFn fn, void* data) {
     CUresult captured = CUDA_SUCCESS;
     auto replay = [fn, data](CUstream on) {
       D().tick(on);
-      fn(data);
+      run_host_function(fn, data);
       return CUDA_SUCCESS;
     };
     if (capture_operation(s, CU_GRAPH_NODE_TYPE_HOST, "cuLaunchHostFunc", replay, &captured)) return captured;
     D().tick(s);
   }
   if (defer_host_function_behind_replays(fn, data)) return CUDA_SUCCESS;
-  fn(data);  // synchronous stream: the callback runs now, outside the fake's lock
+  run_host_function(fn, data);  // synchronous stream: the callback runs now, outside the fake's lock
   return CUDA_SUCCESS;
 }
 

@@ -22,6 +22,8 @@ CUresult g_sticky = CUDA_SUCCESS;
 
 bool intercept_locked(EntryId id, CUresult* out, bool* became_sticky);
 
+thread_local bool in_host_function = false;
+
 // A sticky error kills the context on a real driver, and every capture with it: the
 // streams are no longer capturing. (The fake keeps its other state, so that the tests
 // can look at it after clearing the sticky error.)
@@ -40,10 +42,10 @@ bool intercept_locked(EntryId id, CUresult* out, bool* became_sticky) {
   d.call_log.push_back(id);
   // Error names never fail: they are how failures are reported.
   if (id == EntryId::GetErrorName || id == EntryId::GetErrorString) return false;
-  if (in_user_object_destructor)
+  if (in_host_function)
     d.problems.push_back(std::string(driver::entry_info(id).name) +
-                         " was called from a user object's destructor, which runs on a driver thread where no CUDA "
-                         "call is allowed");
+                         " was called from a host function, which runs on a driver thread where no CUDA call is "
+                         "allowed");
   if (g_sticky != CUDA_SUCCESS && d.sticky_spares.count(id) == 0) {
     *out = g_sticky;
     d.failed_calls.emplace_back(id, g_sticky);
@@ -282,6 +284,12 @@ const Allocation* Driver::allocation_of(std::uintptr_t ptr, std::uintptr_t* base
   if (ptr >= it->first + std::max<std::size_t>(it->second.bytes, 1)) return nullptr;
   if (base) *base = it->first;
   return &it->second;
+}
+
+void run_host_function(CUhostFn fn, void* data) {
+  in_host_function = true;
+  fn(data);
+  in_host_function = false;
 }
 
 }  // namespace cudakit::fake

@@ -262,8 +262,9 @@ bool capture_event_record(CUevent e, CUstream s, CUresult* result);
 bool capture_event_wait(CUstream s, CUevent e, CUresult* result);
 /// Query or synchronize of an event last recorded in a capture: CUDA_ERROR_CAPTURED_EVENT.
 CUresult refuse_captured_event(CUevent e);
-/// True on the thread that runs a user object's destructor (no CUDA call is allowed there).
-extern thread_local bool in_user_object_destructor;
+/// Runs a host function (cuLaunchHostFunc, a graph's host node) as the driver would: no
+/// CUDA call is allowed inside it, and one made there is a problem the test reports.
+void run_host_function(CUhostFn fn, void* data);
 
 // ---- graph helpers for tests (fake_graphs.cpp) ----
 

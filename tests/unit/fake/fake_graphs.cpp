@@ -1,4 +1,4 @@
-// Fake driver: stream capture, graphs, executables and user objects.
+// Fake driver: stream capture, graphs and executables.
 //
 // - Capture state per stream, as the driver keeps it: begin/end, the capture mode, the
 //   thread, forks and joins through captured events, invalidation by refused calls
@@ -11,9 +11,6 @@
 //   fill host memory and the ordering model sees them.
 // - Executables hold a private copy of their graph; an update checks that node count,
 //   types, edges and kernel functions match.
-// - User objects are reference counted by graphs (an executable's copy holds the copies
-//   of its graph's references) and their destructors run on another thread once the
-//   last reference is gone and the replays that need them have run.
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -24,8 +21,6 @@
 #include "fake_modules.hpp"
 
 namespace cudakit::fake {
-
-thread_local bool in_user_object_destructor = false;
 
 namespace {
 
@@ -68,7 +63,6 @@ struct Node {
 
 struct Graph {
   std::vector<CUgraphNode> nodes;
-  std::map<CUuserObject, unsigned> user_refs;
   std::vector<CUgraphConditionalHandle> conditions;
   bool body = false;  // owned by a node (a child graph copy or a conditional body)
 };
@@ -77,12 +71,6 @@ struct Condition {
   unsigned default_value = 0;
   bool assign_default = false;
   unsigned value = 0;
-};
-
-struct UserObject {
-  void* ptr = nullptr;
-  CUhostFn destroy = nullptr;
-  unsigned refs = 0;
 };
 
 struct Exec {
@@ -123,7 +111,6 @@ struct Area {
   std::map<CUgraph, Graph> graphs;
   std::map<CUgraphNode, Node> nodes;
   std::map<CUgraphExec, Exec> execs;
-  std::map<CUuserObject, UserObject> user_objects;
   std::map<CUgraphConditionalHandle, Condition> conditions;
   CUgraphConditionalHandle next_condition = 1;
   std::map<std::uint64_t, std::unique_ptr<Capture>> captures;
@@ -134,13 +121,11 @@ struct Area {
   bool defer = false;
   std::vector<std::pair<CUgraphExec, CUstream>> pending;
   std::vector<std::pair<CUhostFn, void*>> pending_host_functions;  // submitted while replays were in flight
-  std::vector<std::pair<CUhostFn, void*>> destructors_to_run;  // run outside the lock
 
   ~Area() {
     for (auto& [h, g] : graphs) delete_handle(h);
     for (auto& [h, n] : nodes) delete_handle(h);
     for (auto& [h, e] : execs) delete_handle(h);
-    for (auto& [h, u] : user_objects) delete_handle(h);
     for (auto& [h, k] : kernels) delete_handle(h);
   }
 };
@@ -150,38 +135,6 @@ Area& A() { return *g_area; }
 
 thread_local CUstreamCaptureMode tl_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 thread_local CUstream tl_replay_stream = nullptr;
-
-// ---- user objects ----
-
-void release_user_object(CUuserObject o, unsigned count) {
-  auto it = A().user_objects.find(o);
-  if (it == A().user_objects.end()) return;
-  it->second.refs -= std::min(count, it->second.refs);
-  if (it->second.refs == 0) {
-    A().destructors_to_run.push_back({it->second.destroy, it->second.ptr});
-    D().destroyed("user object", o);
-    A().user_objects.erase(it);
-    delete_handle(o);
-  }
-}
-
-// Runs the destructors of user objects whose last reference went, on another thread (as
-// the driver does), outside the fake's lock. Call with the lock released.
-void run_destructors() {
-  std::vector<std::pair<CUhostFn, void*>> todo;
-  {
-    std::lock_guard l(D().mutex);
-    todo.swap(A().destructors_to_run);
-  }
-  for (auto& [fn, ptr] : todo) {
-    std::thread t([fn = fn, ptr = ptr] {
-      in_user_object_destructor = true;
-      fn(ptr);
-      in_user_object_destructor = false;
-    });
-    t.join();
-  }
-}
 
 // ---- graphs ----
 
@@ -197,7 +150,6 @@ void destroy_graph(CUgraph g) {
     A().nodes.erase(nit);
     delete_handle(n);
   }
-  for (auto& [o, count] : graph.user_refs) release_user_object(o, count);
   delete_handle(g);
 }
 
@@ -246,10 +198,6 @@ CUgraph copy_graph(CUgraph src, bool body, std::map<CUgraphNode, CUgraphNode>& m
   }
   Graph& d = A().graphs[dst];
   d.conditions = source.conditions;
-  for (auto& [o, count] : source.user_refs) {
-    d.user_refs[o] += count;
-    A().user_objects[o].refs += count;
-  }
   return dst;
 }
 
@@ -303,7 +251,7 @@ void replay_node(const Node& n, CUstream s) {
     case CU_GRAPH_NODE_TYPE_HOST:
       if (!n.replay) {
         D().tick(s);
-        n.host_fn(n.host_data);
+        run_host_function(n.host_fn, n.host_data);
         break;
       }
       [[fallthrough]];
@@ -404,7 +352,6 @@ void finish_replay(CUgraphExec e) {
       }
     }
   }
-  run_destructors();
 }
 
 // ---- capture ----
@@ -540,7 +487,6 @@ CUresult GraphDestroy(CUgraph g) {
     D().destroyed("graph", g);
     destroy_graph(g);
   }
-  run_destructors();
   return CUDA_SUCCESS;
 }
 
@@ -872,7 +818,7 @@ CUresult GraphExecDestroy(CUgraphExec e) {
     D().destroyed("graph exec", e);
     Exec& exec = it->second;
     if (exec.pending > 0) {
-      exec.destroyed = true;  // its queued replays still need it (and its user objects)
+      exec.destroyed = true;  // its queued replays still need it
     } else {
       destroy_graph(exec.graph);
       for (CUgraph h : exec.held) destroy_graph(h);
@@ -880,7 +826,6 @@ CUresult GraphExecDestroy(CUgraphExec e) {
       delete_handle(e);
     }
   }
-  run_destructors();
   return CUDA_SUCCESS;
 }
 
@@ -950,7 +895,6 @@ CUresult GraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo* 
     exec.node_map = std::move(node_map);
     info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
   }
-  run_destructors();
   return CUDA_SUCCESS;
 }
 
@@ -1140,7 +1084,7 @@ void run_pending_replays() {
     std::lock_guard l(D().mutex);
     host.swap(A().pending_host_functions);
   }
-  for (auto [fn, data] : host) fn(data);
+  for (auto [fn, data] : host) run_host_function(fn, data);
 }
 
 void end_every_capture() {

@@ -1,4 +1,4 @@
-// Fake driver: modules, libraries, functions, launches and occupancy (issue 4, point 6).
+// Fake driver: modules, libraries, functions, launches and occupancy.
 #include "fake_modules.hpp"
 
 #include <algorithm>

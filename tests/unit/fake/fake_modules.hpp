@@ -1,4 +1,4 @@
-// The fake driver's modules, libraries and launches (issue 4, point 6).
+// The fake driver's modules, libraries and launches.
 //
 // A fake module image describes host-implemented kernels: each has a name, its parameter
 // sizes and alignments, and a host function that runs (synchronously) when the kernel is
