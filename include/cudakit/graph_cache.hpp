@@ -257,11 +257,12 @@ class GraphCache {
     detail::GraphCacheUse use(user_, "GraphCache::statistics");
     return statistics_;
   }
-  /// The number of keys held (capturable or not), and the most it holds.
+  /// The number of keys held (capturable or not).
   std::size_t size() const {
     detail::GraphCacheUse use(user_, "GraphCache::size");
     return recency_.size();
   }
+  /// The most keys it holds.
   std::size_t capacity() const noexcept { return options_.capacity; }
   /// Whether `key` is held (with an executable, or remembered as not capturable).
   bool contains(const Key& key) const {
@@ -277,15 +278,16 @@ class GraphCache {
     return found->second->entry.not_capturable;
   }
   /// The executable held for `key` (null when none), for in-place argument updates
-  /// (GraphExec::update_kernel_arguments), and the graph it was instantiated from, whose
-  /// kernel_nodes() name its nodes (empty when none). Valid until the next call that
-  /// changes this key (update_and_run, erase, clear, or its eviction).
+  /// (GraphExec::update_kernel_arguments). Valid until the next call that changes this
+  /// key (update_and_run, erase, clear, or its eviction).
   GraphExec* executable(const Key& key) {
     detail::GraphCacheUse use(user_, "GraphCache::executable");
     auto found = index_.find(key);
     if (found == index_.end() || !found->second->entry.executable) return nullptr;
     return &found->second->entry.executable;
   }
+  /// The graph that executable(key) was instantiated from, whose kernel_nodes() name the
+  /// executable's nodes (empty when none). Valid as long as executable(key).
   GraphRef graph(const Key& key) const {
     detail::GraphCacheUse use(user_, "GraphCache::graph");
     auto found = index_.find(key);
