@@ -177,7 +177,10 @@ class GraphWork {
  public:
   template <class F>
   explicit GraphWork(F& work) noexcept
-      : object_(const_cast<void*>(static_cast<const void*>(std::addressof(work)))), call_(&call<F>) {}
+      : object_(const_cast<void*>(static_cast<const void*>(std::addressof(work)))), call_(&call<F>) {
+    static_assert(std::is_invocable_v<F&, StreamRef> || std::is_invocable_v<F&>,
+                  "GraphCache: the work must be callable as work(StreamRef) or work()");
+  }
   void operator()(StreamRef stream) const { call_(object_, stream); }
 
  private:
