@@ -31,13 +31,14 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/device_buffer.hpp"
 #include "cudakit/device_span.hpp"
+#include "cudakit/export.hpp"
 #include "cudakit/memory_init.hpp"
 #include "cudakit/stream.hpp"
 
 namespace cudakit {
 
 namespace detail {
-[[noreturn]] void throw_device_value_set_while_capturing(StreamRef stream);
+[[noreturn]] CUDAKIT_API void throw_device_value_set_while_capturing(StreamRef stream);
 
 /// Refuses a set() that a capture would freeze into its graph: one relaxed load while no
 /// capture is in progress.

@@ -80,6 +80,7 @@
 #include <utility>
 
 #include "cudakit/capture.hpp"
+#include "cudakit/export.hpp"
 #include "cudakit/graph.hpp"
 #include "cudakit/graph_exec.hpp"
 #include "cudakit/stream.hpp"
@@ -194,15 +195,15 @@ class GraphWork {
 
 /// The cache's decisions, the same for every key type (graph_cache.cpp).
 /// A cached key under run(): replays it, or runs the work eagerly when it cannot be captured.
-GraphCacheOutcome replay_entry(GraphCacheEntry& entry, StreamRef stream, GraphWork work,
-                               GraphCacheStatistics& statistics);
+CUDAKIT_API GraphCacheOutcome replay_entry(GraphCacheEntry& entry, StreamRef stream, GraphWork work,
+                                           GraphCacheStatistics& statistics);
 /// A new key, or a cached one under update_and_run(): captures the work and instantiates,
 /// updates or re-instantiates the entry's executable, then launches it; or runs the work
 /// eagerly when it cannot be captured (remembering why).
-GraphCacheOutcome capture_entry(GraphCacheEntry& entry, StreamRef stream, GraphWork work, CaptureMode mode,
-                                GraphCacheStatistics& statistics);
-void check_graph_cache_capacity(std::size_t capacity);
-[[noreturn]] void throw_graph_cache_in_use(std::thread::id holder, const char* call);
+CUDAKIT_API GraphCacheOutcome capture_entry(GraphCacheEntry& entry, StreamRef stream, GraphWork work,
+                                            CaptureMode mode, GraphCacheStatistics& statistics);
+CUDAKIT_API void check_graph_cache_capacity(std::size_t capacity);
+[[noreturn]] CUDAKIT_API void throw_graph_cache_in_use(std::thread::id holder, const char* call);
 
 /// Claims a cache for this thread for one call (the one-thread rule); a second thread, or
 /// a call from inside the cache's own work, is refused.
