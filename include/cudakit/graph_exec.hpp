@@ -104,7 +104,8 @@ class CUDAKIT_API GraphExec {
   /// Updates the executable in place from `graph` (cuGraphExecUpdate). Throws
   /// GraphUpdateError, naming the node and the reason, when the topology, a node type or
   /// a kernel's function changed in a way an update cannot express; the executable is
-  /// then unchanged.
+  /// then unchanged. A sticky error while it queues the release of the replaced graph's
+  /// resources is thrown after the update took effect (other errors there are parked).
   void update(const Graph& graph);
 
   /// Replaces the arguments of kernel node `node` (a node of the graph this executable

@@ -146,7 +146,13 @@ void CUDA_CB release_when_done(void* resources) {
   detail::defer_to_safe_point([r] { r->release(); });
 }
 
-void release_after_last_launch(detail::GraphResources* own, detail::StreamState* last, int device) noexcept {
+// What letting go does with an error: a destructor parks it (it cannot throw); an update
+// throws a sticky one after letting go (the device can do no more work, and the caller
+// must hear why), and parks the rest (the update itself succeeded).
+enum class ReleaseErrors { park, throw_sticky };
+
+void release_after_last_launch(detail::GraphResources* own, detail::StreamState* last, int device,
+                               ReleaseErrors errors = ReleaseErrors::park) {
   detail::PinnedStream pinned(last);  // its owner may destroy it meanwhile
   if (!pinned || detail::poison_of(device) != nullptr) {
     // Never launched, or its stream finished (a dead stream's work completed), or the
@@ -161,6 +167,10 @@ void release_after_last_launch(detail::GraphResources* own, detail::StreamState*
           Resource::of(ResourceKind::stream, service, device));
     return;
   } catch (const DriverError& e) {
+    if (errors == ReleaseErrors::throw_sticky && is_sticky(e.code())) {
+      own->release();  // nothing runs on a poisoned device any more
+      throw;
+    }
     park_error({e.code(), "~GraphExec", std::string("could not queue the release of a graph's buffers after the "
                                                     "executable's last launch: ") + e.what()});
   } catch (const std::exception& e) {
@@ -308,6 +318,8 @@ void GraphExec::update(const Graph& graph) {
     throw InvalidArgument("cuGraphExecUpdate: " + describe(res) + " cannot take a graph of device " +
                           std::to_string(graph.device_ordinal()));
   std::vector<BufferUse> uses = graph.resources()->uses();
+  if (s.own != nullptr)
+    for (const BufferUse& u : s.own->uses()) add_launch_use(uses, u);
   std::size_t nodes = graph.node_count();
   ContextRef(detail::library_context(s.device), s.device).make_current();
   CUgraphExecUpdateResultInfo info{};
@@ -328,11 +340,10 @@ void GraphExec::update(const Graph& graph) {
   // The executable runs the new graph from now on: hold its resources, and let the old
   // ones go once the launches queued so far completed (Note [Graph lifetimes]).
   graph.resources()->retain();
-  release_after_last_launch(std::exchange(s.runs, graph.resources()), s.last_stream, s.device);
-  if (s.own != nullptr)
-    for (const BufferUse& u : s.own->uses()) add_launch_use(uses, u);
+  detail::GraphResources* replaced = std::exchange(s.runs, graph.resources());
   s.uses = std::move(uses);
   s.node_count = nodes;
+  release_after_last_launch(replaced, s.last_stream, s.device, ReleaseErrors::throw_sticky);
 }
 
 void GraphExec::update_kernel_node(GraphNode node, CUfunction expected, void** params, const BufferUse* uses,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 using namespace cudakit;
@@ -32,4 +33,28 @@ void graphs(StreamRef s, const Module& m, DeviceBuffer<float>& x, const DeviceBu
   Graph some = capture_nonempty(s, [&](StreamRef on) { launch(on, saxpy, {1, 1}, 2.0f, cx, x, k); },
                                 CaptureMode::relaxed);
   exec.update(some);
+}
+
+void graph_cache(StreamRef s, const Module& m, DeviceBuffer<float>& x, const DeviceBuffer<float>& cx, int k) {
+  auto saxpy = m.kernel<void(float, const float*, float*, int)>("saxpy");
+  auto positions = m.kernel<void(const int*, float*, int)>("positions");
+  DeviceValue<int> position(s, 0);
+  DeviceValue<double> scale(s, 0.5);
+  GraphCache<int> by_batch({.capacity = 4});
+  GraphCache<std::pair<int, int>> by_shape;
+  for (int step = 0; step < k; ++step) {
+    position.set(s, step);
+    by_batch.run(s, 8, [&](StreamRef on) {
+      launch(on, saxpy, {1, 32}, 2.0f, cx, x, k);
+      launch(on, positions, {1, 32}, position.span(), x, k);
+    });
+  }
+  by_batch.update_and_run(s, 8, [&] { launch(s, saxpy, {1, 32}, 2.0f, cx, x, k); });
+  by_shape.run(s, {8, k}, [&](StreamRef on) { launch(on, saxpy, {1, 32}, 2.0f, cx, x, k); });
+  GraphCacheStatistics st = by_batch.statistics();
+  (void)st.runs();
+  (void)by_batch.not_capturable_reason(8);
+  if (GraphExec* exec = by_batch.executable(8)) exec->launch(s);
+  (void)by_batch.graph(8).kernel_nodes();
+  (void)scale.read(s);
 }

@@ -4,6 +4,14 @@
 #include <cstdio>
 #include <string_view>
 
+// Links the graph cache's and DeviceValue's out-of-line parts (not run here).
+int run_cached(cudakit::StreamRef stream) {
+  cudakit::GraphCache<int> cache;
+  cudakit::DeviceValue<int> position(stream, 1);
+  position.set(stream, 2);
+  return static_cast<int>(cache.run(stream, 1, [] {}));
+}
+
 int main() {
   // The headers and the library linked in are the same version.
   if (cudakit::version() != CUDAKIT_VERSION_STRING) {

@@ -1,10 +1,13 @@
 // The fault-injection sweep over the graph area's public operations: stream
 // capture (with launches, copies and a cross-stream fork and join inside), explicit
 // graph building (every node kind, conditional nodes, child graphs), queries and DOT,
-// instantiation, replay, upload, whole-graph and argument updates, and the Gpu facade's
-// capture. The rules, and how an operation is written: fault_sweep.hpp. The tests are
+// instantiation, replay, upload, whole-graph and argument updates, the Gpu facade's
+// capture, and the graph cache (capture, hit, update, recapture, eviction, eager run)
+// with device values. The rules, and how an operation is written: fault_sweep.hpp. The tests are
 // Call/FaultSweep.EndsCleanlyWhateverTheDriverAnswers/<name>.
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "cudakit/cudakit.hpp"
@@ -249,6 +252,63 @@ const bool gpu_graph_ops = sweep::add("Gpu facade (capture)", {
        GraphExec e = g.instantiate();
        gpu.launch(e);
        gpu.synchronize();
+     }},
+});
+
+// ---- the graph cache and device values ----
+using Cache = GraphCache<int>;
+// Work for the cache: the fill kernel writing `y` with `value`.
+auto fill_work(Scene& s, const std::string& key, float value) {
+  Kernel<FillSig>& fill_k = fill_kernel(s);
+  Buf& y = buffer(s, key);
+  return [&fill_k, &y, value](StreamRef on) { launch(on, fill_k, one_block, y, value, n); };
+}
+// A cache holding key 1, captured from fill_work(s, "y", 1.0f).
+Cache& warm_cache(Scene& s) {
+  auto work = fill_work(s, "y", 1.0f);
+  StreamRef st = s.stream();
+  return *s.given<std::unique_ptr<Cache>>("cache", [&] {
+    auto c = std::make_unique<Cache>(GraphCacheOptions{.capacity = 2});
+    c->run(st, 1, work);
+    return c;
+  });
+}
+const bool graph_cache_ops = sweep::add("graph cache", {
+    {"GraphCache::run (capture, instantiate, launch, destroy)", [](Scene& s) {
+       Cache cache;
+       cache.run(s.stream(), 1, fill_work(s, "y", 1.0f));
+     }},
+    {"GraphCache::run (a hit)", [](Scene& s) { warm_cache(s).run(s.stream(), 1, fill_work(s, "y", 1.0f)); }},
+    {"GraphCache::run (a hit on another stream)",
+     [](Scene& s) { warm_cache(s).run(s.stream(1), 1, fill_work(s, "y", 1.0f)); }},
+    {"GraphCache::update_and_run (updated in place)",
+     [](Scene& s) { warm_cache(s).update_and_run(s.stream(), 1, fill_work(s, "x", 2.0f)); }},
+    {"GraphCache::update_and_run (a changed topology)", [](Scene& s) {
+       auto first = fill_work(s, "x", 2.0f);
+       auto second = fill_work(s, "y", 3.0f);
+       warm_cache(s).update_and_run(s.stream(), 1, [&](StreamRef on) {
+         first(on);
+         second(on);
+       });
+     }},
+    {"GraphCache::run (evicting the least recently run key)", [](Scene& s) {
+       Cache& cache = warm_cache(s);
+       auto work = fill_work(s, "x", 2.0f);
+       s.setup([&] { cache.run(s.stream(), 2, work); });
+       cache.run(s.stream(), 3, work);
+     }},
+    {"GraphCache::run (work that synchronizes runs eagerly)", [](Scene& s) {
+       auto work = fill_work(s, "y", 1.0f);
+       Cache cache;
+       cache.run(s.stream(), 1, [&](StreamRef on) {
+         work(on);
+         on.synchronize();
+       });
+     }},
+    {"DeviceValue (make, set, read)", [](Scene& s) {
+       DeviceValue<long long> v(s.stream(), 1);
+       v.set(s.stream(), 0x123456789abLL);
+       (void)v.read(s.stream());
      }},
 });
 

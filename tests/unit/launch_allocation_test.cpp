@@ -1,54 +1,19 @@
-// DESIGN 8: a launch does not allocate. Counted, not assumed: this file replaces the global
-// operator new of the unit test binary with one that counts, on the calling thread, while a
-// test asks it to. What the fake driver itself allocates inside its launch entry (its launch
-// log, the host kernels) is not cudakit's and is not counted.
+// DESIGN 8: a launch does not allocate. Counted, not assumed, with the unit test binary's
+// counting operator new (allocation_counter.hpp).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <new>
 
+#include "allocation_counter.hpp"
 #include "cudakit/launch.hpp"
 #include "cudakit/module.hpp"
 #include "fake_fixture.hpp"
 #include "fake_kernels.hpp"
 
-namespace {
-thread_local bool counting = false;
-thread_local long allocations = 0;
-thread_local long every_allocation = 0;
-
-void* counted_allocation(std::size_t n) {
-  ++every_allocation;
-  if (counting && cudakit::fake::inside_fake_launch == 0) ++allocations;
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-}  // namespace
-
-// The command's launch benchmarks, linked into this binary, read this thread's count
-// here (the command itself has tools/cudakit/bench_allocation_counter.cpp).
-namespace cudakit::tool::bench {
-long heap_allocations_on_this_thread() noexcept { return every_allocation; }
-}  // namespace cudakit::tool::bench
-
-void* operator new(std::size_t n) { return counted_allocation(n); }
-void* operator new[](std::size_t n) { return counted_allocation(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-
 namespace cudakit {
 namespace {
 
-struct CountAllocations {
-  CountAllocations() {
-    allocations = 0;
-    counting = true;
-  }
-  ~CountAllocations() { counting = false; }
-  long count() const { return allocations; }
-};
+using testing::CountAllocations;
 
 class LaunchAllocationTest : public testing::FakeDriverTest {
  protected:

@@ -13,6 +13,8 @@
 
 namespace cudakit::fake {
 
+thread_local int inside_fake_driver = 0;
+
 namespace {
 Driver* g_current = nullptr;
 
@@ -68,9 +70,18 @@ bool intercept_locked(EntryId id, CUresult* out, bool* became_sticky) {
 template <EntryId Id, class Fn>
 struct Wrapper;
 
+// Marks this thread as inside the fake for one entry (inside_fake_driver).
+struct InsideFakeDriver {
+  InsideFakeDriver() noexcept { ++inside_fake_driver; }
+  ~InsideFakeDriver() { --inside_fake_driver; }
+  InsideFakeDriver(const InsideFakeDriver&) = delete;
+  InsideFakeDriver& operator=(const InsideFakeDriver&) = delete;
+};
+
 template <EntryId Id, class R, class... Args>
 struct Wrapper<Id, R(CUDAAPI*)(Args...)> {
   static R CUDAAPI call(Args... args) {
+    InsideFakeDriver inside;
     CUresult fault = CUDA_SUCCESS;
     if (intercept(Id, &fault)) return fault;
     Driver& d = Driver::current();

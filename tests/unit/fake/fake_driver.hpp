@@ -36,6 +36,11 @@ namespace cudakit::fake {
 
 using driver::EntryId;
 
+/// Depth of fake driver entries (and of kernel replays run outside one) on this thread: a
+/// heap-counting test ignores what the fake itself allocates (its call log, its ordering
+/// model, the kernel bodies) while this is nonzero.
+extern thread_local int inside_fake_driver;
+
 /// A scripted fault: the nth call (1-based) of an entry returns `code`; nth == 0 fails
 /// every call from now on.
 struct Fault {

@@ -10,7 +10,6 @@
 
 namespace cudakit::fake {
 
-thread_local int inside_fake_launch = 0;
 
 namespace {
 
@@ -75,8 +74,8 @@ State& S() {
 }
 
 struct LaunchScope {
-  LaunchScope() { ++inside_fake_launch; }
-  ~LaunchScope() { --inside_fake_launch; }
+  LaunchScope() { ++inside_fake_driver; }
+  ~LaunchScope() { --inside_fake_driver; }
 };
 
 // ---- image bytes ----

@@ -97,8 +97,4 @@ bool function_parameter_sizes(CUfunction f, std::vector<std::size_t>* sizes);
 CUresult replay_kernel(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shared, CUstream s,
                        void** params);
 
-/// Depth of fake launch entries on this thread: a heap-counting test ignores what the fake
-/// itself allocates (its launch log, the kernel bodies) while this is nonzero.
-extern thread_local int inside_fake_launch;
-
 }  // namespace cudakit::fake

@@ -1,0 +1,45 @@
+// The unit test binary's global operator new and delete: malloc and free, plus a
+// thread-local count while a CountAllocations asks for it (allocation_counter.hpp).
+#include "allocation_counter.hpp"
+
+#include <cstdlib>
+#include <new>
+
+#include "fake_driver.hpp"
+
+namespace {
+thread_local bool counting = false;
+thread_local long allocations = 0;
+thread_local long every_allocation = 0;
+
+void* counted_allocation(std::size_t n) {
+  ++every_allocation;
+  if (counting && cudakit::fake::inside_fake_driver == 0) ++allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+}  // namespace
+
+// The command's launch benchmarks, linked into this binary, read this thread's count
+// here (the command itself has tools/cudakit/bench_allocation_counter.cpp).
+namespace cudakit::tool::bench {
+long heap_allocations_on_this_thread() noexcept { return every_allocation; }
+}  // namespace cudakit::tool::bench
+
+void* operator new(std::size_t n) { return counted_allocation(n); }
+void* operator new[](std::size_t n) { return counted_allocation(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace cudakit::testing {
+
+CountAllocations::CountAllocations() {
+  allocations = 0;
+  counting = true;
+}
+CountAllocations::~CountAllocations() { counting = false; }
+long CountAllocations::count() const { return allocations; }
+
+}  // namespace cudakit::testing
