@@ -86,6 +86,7 @@ const std::map<std::string, std::string> public_header_layer = {
     {"host_registration.hpp", "memory"},
     {"memory_pool.hpp", "memory"},
     {"copy.hpp", "memory"},
+    {"staging.hpp", "memory"},
     {"detail/allocation.hpp", "memory"},
     {"module_image.hpp", "launch"},
     {"module.hpp", "launch"},
