@@ -9,13 +9,13 @@
 #include <string>
 
 #include "cudakit/context.hpp"
-#include "cudakit/detail/stream_state.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/peer_access.hpp"
 #include "device/device_state.hpp"
 #include "memory/host_ranges.hpp"
 #include "memory/staging.hpp"
+#include "memory/stream_fault.hpp"
 
 namespace cudakit::detail {
 
@@ -30,21 +30,6 @@ Resource buffer_resource(const DeviceBytes& d) {
 void make_current_for(StreamRef stream) {
   int device = stream.device_ordinal();
   ContextRef(library_context(device), device).make_current();
-}
-
-// A stream-ordered call's failure. A sticky code is a fault of earlier work on the
-// context (a kernel's bad access), reported by whichever call comes next: the error then
-// names the stream and what was last launched on it, as a synchronize does, rather than
-// the buffer this call was about.
-void check_on_stream(CUresult r, const char* call, const Resource& res, StreamRef stream) {
-  if (r == CUDA_SUCCESS) [[likely]]
-    return;
-  if (is_sticky(r)) {
-    Resource on = Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal());
-    on.last_launch = last_launch_of(stream.state());
-    check(r, call, on);
-  }
-  check(r, call, res);
 }
 
 // The page-locked allocation holding the host bytes, or null when they are pageable.

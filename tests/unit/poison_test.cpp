@@ -252,6 +252,15 @@ TEST_F(PoisonScenarioTest, AFaultFirstReportedByADownloadsCopyCallNamesTheKernel
   EXPECT_NE(m.find("(last launch on it: kernel 'saxpy')"), std::string::npos) << m;
 }
 
+TEST_F(PoisonScenarioTest, AFaultFirstReportedByTheNextAllocationNamesTheKernel) {
+  expect_parked_errors();
+  const std::string m = fault_reported_by(EntryId::MemAllocAsync, [](StreamRef s, DeviceBuffer<float>& y) {
+    (void)upload(s, std::vector<float>(y.size(), 3.0f));
+  });
+  EXPECT_NE(m.find("cuMemAllocAsync on stream"), std::string::npos) << m;
+  EXPECT_NE(m.find("(last launch on it: kernel 'saxpy')"), std::string::npos) << m;
+}
+
 TEST_F(PoisonScenarioTest, AFaultFirstReportedByTheNextUploadNamesTheKernel) {
   expect_parked_errors();
   const std::string m = fault_reported_by(EntryId::EventQuery, [](StreamRef s, DeviceBuffer<float>& y) {
