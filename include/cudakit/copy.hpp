@@ -122,6 +122,15 @@ inline void check_extents(const char* operation, std::size_t source_count, std::
 CUDAKIT_API void copy_host_to_device(StreamRef stream, HostBytes source, DeviceBytes destination);
 /// `wait`: block until the destination holds the bytes (download); otherwise stream-ordered.
 CUDAKIT_API void copy_device_to_host(StreamRef stream, DeviceBytes source, HostBytes destination, bool wait);
+/// Memory a download makes for its result: `make(context, bytes)` returns where `bytes`
+/// bytes go (a new vector's data). It is called once the copies are queued, before the
+/// first wait, so that the allocation and its first touch overlap the device's work.
+struct CUDAKIT_API NewHostMemory {
+  void* context = nullptr;
+  void* (*make)(void* context, std::size_t bytes) = nullptr;
+};
+/// A blocking download into memory made by `destination` (never page-locked: staged).
+CUDAKIT_API void download_to_new_host_memory(StreamRef stream, DeviceBytes source, NewHostMemory destination);
 CUDAKIT_API void copy_device_to_device(StreamRef stream, DeviceBytes source, DeviceBytes destination);
 /// A memset of a `pattern_bytes`-byte (1, 2 or 4) pattern; `operation` names it in errors.
 CUDAKIT_API void fill_device(StreamRef stream, DeviceBytes destination, std::uint32_t pattern, int pattern_bytes,
@@ -251,12 +260,19 @@ void download(StreamRef stream, const Source& source, Destination&& destination)
   detail::copy_device_to_host(stream, detail::device_bytes(src), detail::host_bytes(destination), true);
 }
 
-/// The elements of `source`, in a new vector (blocking; see the overload above).
+/// The elements of `source`, in a new vector (blocking; see the overload above). The
+/// copy is queued before the vector is made, so making it overlaps the device's work.
 template <class Source>
   requires device_range<const Source&>
 std::vector<device_value_t<const Source&>> download(StreamRef stream, const Source& source) {
-  std::vector<device_value_t<const Source&>> out(detail::as_device_span(source).size());
-  download(stream, source, out);
+  using T = device_value_t<const Source&>;
+  std::vector<T> out;
+  auto make = [](void* vector, std::size_t bytes) -> void* {
+    auto& v = *static_cast<std::vector<T>*>(vector);
+    v.resize(bytes / sizeof(T));
+    return v.data();
+  };
+  detail::download_to_new_host_memory(stream, detail::device_bytes(detail::as_device_span(source)), {&out, make});
   return out;
 }
 

@@ -31,6 +31,7 @@
 #include "cudakit/peer_access.hpp"
 #include "cudakit/pinned_buffer.hpp"
 #include "cudakit/program.hpp"
+#include "cudakit/staging.hpp"
 #include "cudakit/stream.hpp"
 #include "cudakit/tracking.hpp"
 #include "cudakit/version.hpp"

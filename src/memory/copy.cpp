@@ -16,6 +16,7 @@
 #include "driver/checked_call.hpp"
 #include "memory/host_ranges.hpp"
 #include "memory/staging.hpp"
+#include "memory/stream_fault.hpp"
 
 namespace cudakit::detail {
 
@@ -60,11 +61,12 @@ void staged_upload(StreamRef stream, const void* source, CUdeviceptr destination
                    const Resource& res) {
   const auto* from = static_cast<const unsigned char*>(source);
   for (std::size_t done = 0; done < bytes;) {
-    StagingLease lease = acquire_staging(stream.device_ordinal(), true);
+    StagingLease lease = acquire_staging(stream, true);
     std::size_t n = std::min(lease.capacity(), bytes - done);
     note_host_access(nullptr, lease.host(), n, true, "staging buffer (filled from pageable memory)");
     std::memcpy(lease.host(), from + done, n);
-    checked_call(cu.MemcpyHtoDAsync, res, destination + done, lease.host(), n, stream.handle());
+    check_on_stream(cu.MemcpyHtoDAsync(destination + done, lease.host(), n, stream.handle()), cu.MemcpyHtoDAsync.name(), res,
+                    stream);
     lease.submitted(stream.handle());
     lease.record();  // the buffer is reused only after this copy read it
     done += n;
@@ -72,40 +74,58 @@ void staged_upload(StreamRef stream, const void* source, CUdeviceptr destination
   // Every byte of the source has been copied into staging: the caller may reuse it.
 }
 
+// Where a blocking download puts the bytes: memory the caller has, or memory made once
+// the first copies are queued (a new vector: its allocation and first touch then overlap
+// the device's work instead of following it).
+class HostDestination {
+ public:
+  explicit HostDestination(void* data) : data_(static_cast<unsigned char*>(data)) {}
+  explicit HostDestination(NewHostMemory make) : make_(make) {}
+  unsigned char* get(std::size_t bytes) {
+    if (data_ == nullptr) data_ = static_cast<unsigned char*>(make_.make(make_.context, bytes));
+    return data_;
+  }
+
+ private:
+  unsigned char* data_ = nullptr;
+  NewHostMemory make_{};
+};
+
 // A blocking pageable download: copies into staging buffers, a few in flight at a time,
 // each emptied into the destination once its copy completed.
-void staged_download_blocking(StreamRef stream, CUdeviceptr source, void* destination, std::size_t bytes,
+void staged_download_blocking(StreamRef stream, CUdeviceptr source, HostDestination destination, std::size_t bytes,
                               const Resource& res) {
   constexpr std::size_t max_in_flight = 4;
   struct InFlight {
     StagingLease lease;
-    unsigned char* to = nullptr;
+    std::size_t offset = 0;
     std::size_t n = 0;
   };
   std::array<InFlight, max_in_flight> window;  // a ring, oldest at `head`: no allocation
   std::size_t head = 0, count = 0;
   auto finish_oldest = [&] {
     InFlight& f = window[head];
-    f.lease.wait();
+    unsigned char* to = destination.get(bytes);  // before the wait: it overlaps the copies
+    f.lease.wait(stream);
     note_host_access(nullptr, f.lease.host(), f.n, false, "staging buffer (emptied into pageable memory)");
-    std::memcpy(f.to, f.lease.host(), f.n);
+    std::memcpy(to + f.offset, f.lease.host(), f.n);
     f.lease = StagingLease();  // the buffer goes back to the pool, idle
     head = (head + 1) % max_in_flight;
     --count;
   };
-  auto* to = static_cast<unsigned char*>(destination);
   for (std::size_t done = 0; done < bytes;) {
     // While this thread holds buffers, it empties its own rather than wait for others'.
-    StagingLease lease = acquire_staging(stream.device_ordinal(), count == 0);
+    StagingLease lease = acquire_staging(stream, count == 0);
     if (!lease) {
       finish_oldest();
       continue;
     }
     std::size_t n = std::min(lease.capacity(), bytes - done);
-    checked_call(cu.MemcpyDtoHAsync, res, lease.host(), source + done, n, stream.handle());
+    check_on_stream(cu.MemcpyDtoHAsync(lease.host(), source + done, n, stream.handle()), cu.MemcpyDtoHAsync.name(), res,
+                    stream);
     lease.submitted(stream.handle());
     lease.record();
-    window[(head + count) % max_in_flight] = InFlight{std::move(lease), to + done, n};
+    window[(head + count) % max_in_flight] = InFlight{std::move(lease), done, n};
     ++count;
     if (count == max_in_flight) finish_oldest();
     done += n;
@@ -120,9 +140,10 @@ void staged_download_async(StreamRef stream, CUdeviceptr source, void* destinati
                            const Resource& res) {
   auto* to = static_cast<unsigned char*>(destination);
   for (std::size_t done = 0; done < bytes;) {
-    StagingLease lease = acquire_staging(stream.device_ordinal(), true);
+    StagingLease lease = acquire_staging(stream, true);
     std::size_t n = std::min(lease.capacity(), bytes - done);
-    checked_call(cu.MemcpyDtoHAsync, res, lease.host(), source + done, n, stream.handle());
+    check_on_stream(cu.MemcpyDtoHAsync(lease.host(), source + done, n, stream.handle()), cu.MemcpyDtoHAsync.name(), res,
+                    stream);
     lease.submitted(stream.handle());
     stream.host_callback([from = lease.host(), into = to + done, n, on = stream.handle()] {
       note_host_access(on, from, n, false, "staging buffer (emptied into pageable memory by a host callback)");
@@ -153,7 +174,8 @@ void copy_host_to_device(StreamRef stream, HostBytes source, DeviceBytes destina
   make_current_for(stream);
   if (pinned != nullptr) {
     pinned->use(stream, Access::read);
-    checked_call(cu.MemcpyHtoDAsync, res, destination.pointer, source.data, destination.bytes, stream.handle());
+    check_on_stream(cu.MemcpyHtoDAsync(destination.pointer, source.data, destination.bytes, stream.handle()),
+                    cu.MemcpyHtoDAsync.name(), res, stream);
     return;
   }
   staged_upload(stream, source.data, destination.pointer, destination.bytes, res);
@@ -171,12 +193,25 @@ void copy_device_to_host(StreamRef stream, DeviceBytes source, HostBytes destina
   make_current_for(stream);
   if (pinned != nullptr) {
     pinned->use(stream, Access::write);
-    checked_call(cu.MemcpyDtoHAsync, res, destination.data, source.pointer, source.bytes, stream.handle());
+    check_on_stream(cu.MemcpyDtoHAsync(destination.data, source.pointer, source.bytes, stream.handle()),
+                    cu.MemcpyDtoHAsync.name(), res, stream);
     if (wait) stream.synchronize();
     return;
   }
-  if (wait) staged_download_blocking(stream, source.pointer, destination.data, source.bytes, res);
+  if (wait) staged_download_blocking(stream, source.pointer, HostDestination(destination.data), source.bytes, res);
   else staged_download_async(stream, source.pointer, destination.data, source.bytes, res);
+}
+
+void download_to_new_host_memory(StreamRef stream, DeviceBytes source, NewHostMemory destination) {
+  stream.require_handle(cu.MemcpyDtoHAsync.name());
+  if (source.bytes == 0) return;
+  Resource res = buffer_resource(source);
+  check_not_poisoned(cu.MemcpyDtoHAsync.name(), res);
+  refuse_in_capture(stream, "a blocking download");
+  source.allocation->use(stream, Access::read);  // waits for the last writer only (DESIGN 5)
+  make_current_for(stream);
+  // New memory is never page-locked: always staged.
+  staged_download_blocking(stream, source.pointer, HostDestination(destination), source.bytes, res);
 }
 
 void copy_device_to_device(StreamRef stream, DeviceBytes source, DeviceBytes destination) {
@@ -200,12 +235,13 @@ void copy_device_to_device(StreamRef stream, DeviceBytes source, DeviceBytes des
   destination.allocation->use(stream, Access::write);
   make_current_for(stream);
   if (!peer) {
-    check(cu.MemcpyDtoDAsync(destination.pointer, source.pointer, destination.bytes, stream.handle()), call, res);
+    check_on_stream(cu.MemcpyDtoDAsync(destination.pointer, source.pointer, destination.bytes, stream.handle()), call,
+                    res, stream);
     return;
   }
-  check(cu.MemcpyPeerAsync(destination.pointer, library_context(destination.device), source.pointer,
-                           library_context(source.device), destination.bytes, stream.handle()),
-        call, res);
+  check_on_stream(cu.MemcpyPeerAsync(destination.pointer, library_context(destination.device), source.pointer,
+                                     library_context(source.device), destination.bytes, stream.handle()),
+                  call, res, stream);
 }
 
 void fill_device(StreamRef stream, DeviceBytes destination, std::uint32_t pattern, int pattern_bytes,
@@ -234,7 +270,7 @@ void fill_device(StreamRef stream, DeviceBytes destination, std::uint32_t patter
     case 2: r = cu.MemsetD16Async(destination.pointer, static_cast<unsigned short>(pattern), destination.bytes / 2, stream.handle()); break;
     default: r = cu.MemsetD32Async(destination.pointer, pattern, destination.bytes / 4, stream.handle()); break;
   }
-  check(r, call, res);
+  check_on_stream(r, call, res, stream);
 }
 
 }  // namespace cudakit::detail

@@ -9,6 +9,7 @@
 #include "stream/deferred.hpp"
 #include "device/device_state.hpp"
 #include "memory/out_of_memory.hpp"
+#include "memory/stream_fault.hpp"
 
 namespace cudakit::detail {
 
@@ -59,7 +60,7 @@ Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zer
     r = try_allocate();
   }
   if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_device_out_of_memory(call, device, bytes);
-  check(r, call, res);
+  check_on_stream(r, call, res, stream);  // a kernel's fault may surface here
   Allocation* a = nullptr;
   try {
     a = Allocation::create(pointer, bytes, device, pool ? AllocationKind::pool : AllocationKind::plain, stream);
@@ -75,7 +76,8 @@ Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zer
       // and poison it with cuMemFreeAsync's error, and the memset would then throw
       // ContextPoisoned carrying the free instead of itself.
       try {
-        check(z, cu.MemsetD8Async.name(), Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device));
+        check_on_stream(z, cu.MemsetD8Async.name(),
+                        Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device), stream);
       } catch (...) {
         a->release();
         throw;

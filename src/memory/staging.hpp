@@ -16,16 +16,27 @@
 // host while a copy may still read it, nor read while a copy may still write it.
 //
 // Per device (events belong to one context): up to `max_chunks` buffers of
-// `chunk_bytes`, created on demand, kept for the life of the process. While the pool
-// is full, a copy waits for the oldest buffer in flight; so a pageable copy larger than
-// the pool, on a stream that cannot progress until the calling thread does something
-// else, blocks: use a PinnedBuffer there.
+// `chunk_bytes`, created on demand, kept for the life of the process (or until
+// release_idle_staging). A buffer belongs to exactly one holder at a time: a lease
+// (a copy using it), the thread that used it last, or the device's shared list.
+//   - The thread that used it last keeps it: the next pageable copy on that thread takes
+//     it back with one atomic exchange, no lock and no other thread involved. A thread
+//     serving requests in a loop reuses one buffer, warm in its caches.
+//   - Otherwise the shared list (a mutex): an idle buffer first, then the oldest one in
+//     flight if its copy completed, then a new buffer while the pool may grow, then
+//     buffers that idle threads keep, and only then a wait for the oldest one in flight.
+//     No driver call waits while the mutex is held.
+// While every buffer is in use, a copy waits for one; so a pageable copy larger than the
+// pool, on a stream that cannot progress until the calling thread does something else,
+// blocks: use a PinnedBuffer there.
 #pragma once
 
 #include <cuda.h>
 
 #include <cstddef>
 #include <utility>
+
+#include "cudakit/stream.hpp"
 
 namespace cudakit::detail {
 
@@ -65,8 +76,9 @@ class StagingLease {
   void submitted(CUstream stream) noexcept { stream_ = stream; }
   /// Records the buffer's event on that stream, after all of the work that uses it.
   void record();
-  /// Blocks until the recorded work completed; the host may then use the buffer.
-  void wait();
+  /// Blocks until the recorded work on `stream` completed; the host may then use the
+  /// buffer. A failure names `stream` and its last launch: a kernel's fault surfaces here.
+  void wait(StreamRef stream);
 
  private:
   void give_back() noexcept;
@@ -76,9 +88,10 @@ class StagingLease {
   bool recorded_ = false;
 };
 
-/// A staging buffer of device `device`'s pool. With `may_block` false, returns an empty
-/// lease instead of waiting for another thread to give a buffer back.
-StagingLease acquire_staging(int device, bool may_block);
+/// A staging buffer of the pool of `stream`'s device, for a copy on `stream`. With
+/// `may_block` false, returns an empty lease instead of waiting for another thread to
+/// give a buffer back.
+StagingLease acquire_staging(StreamRef stream, bool may_block);
 
 /// The size of each staging buffer now.
 std::size_t staging_chunk_bytes() noexcept;

@@ -51,6 +51,7 @@ namespace {
 using testing::GpuTest;
 
 constexpr const char* child_test = "PoisonChild.DISABLED_RunsTheScenario";
+constexpr const char* download_child_test = "PoisonChild.DISABLED_ADownloadReportsTheFault";
 constexpr const char* child_env = "CUDAKIT_POISON_CHILD";
 constexpr const char* done_marker = "POISON-CHILD: every check done";
 constexpr int child_timeout_s = 60;
@@ -189,6 +190,43 @@ TEST_F(PoisonChild, DISABLED_RunsTheScenario) {
   // parent checks that the process then exits normally.
 }
 
+// The fault's first report is a download's: it names the kernel, as a synchronize does
+// (the copy call or the wait for it reports the fault, whichever comes first).
+TEST_F(PoisonChild, DISABLED_ADownloadReportsTheFault) {
+  if (IsSkipped() || HasFatalFailure()) return;
+  if (!in_child()) GTEST_SKIP() << "runs only as PoisonedContextTest's child process (" << child_env << "=1)";
+  std::mt19937 rng(std::random_device{}());
+  std::vector<int> host(4096 + static_cast<int>(rng() % 4096));
+  for (auto& v : host) v = static_cast<int>(rng());
+  Device d = device();
+  {
+    Module module = Module::load(d, cudakit_kernels::test_fatbin());
+    auto write_through = module.kernel<void(int*)>("write_through");
+    Stream s(d);
+    DeviceBuffer<int> a = upload(s, host);
+    report(download(s, a) == host, "before the fault: an upload reads back");
+    std::string where = "the launch";
+    try {
+      launch(s, write_through, LaunchConfig{1, 1}, reinterpret_cast<int*>(std::uintptr_t{0x10}));
+      where = "the download";
+      (void)download(s, a);
+      report(false, "the fault is reported", "neither the launch nor the download threw");
+    } catch (const ContextPoisoned& e) {
+      report(false, "the fault is reported", std::string("the first error is a poisoned-context error: ") + e.what());
+    } catch (const DriverError& e) {
+      std::printf("POISON-CHILD: %s threw: %s\n", where.c_str(), e.what());
+      report(is_sticky(e.code()), "the fault is reported with a sticky code", e.code_name());
+      report(std::string(e.what()).find("kernel 'write_through'") != std::string::npos,
+             "the fault's message names the kernel", e.what());
+      report(std::string(e.what()).find("staging buffer") == std::string::npos,
+             "the fault's message does not blame a staging buffer", e.what());
+    }
+  }
+  (void)drain_parked_errors();
+  std::printf("%s\n", done_marker);
+  std::fflush(stdout);
+}
+
 // ---- the parent ----
 
 struct ChildResult {
@@ -199,7 +237,7 @@ struct ChildResult {
 
 // Runs this binary again as the child (stdout and stderr into one pipe), reading its
 // output until it exits or `timeout_s` passes (then it is killed).
-ChildResult run_child(int timeout_s) {
+ChildResult run_child(const char* test, int timeout_s) {
   ChildResult result;
   char self[4096];
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -224,7 +262,7 @@ ChildResult run_child(int timeout_s) {
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
-  std::string filter = std::string("--gtest_filter=") + child_test;
+  std::string filter = std::string("--gtest_filter=") + test;
   std::string also = "--gtest_also_run_disabled_tests", color = "--gtest_color=no";
   char* argv[] = {self, filter.data(), also.data(), color.data(), nullptr};
 
@@ -307,32 +345,58 @@ std::string cuda_tool_injected() {
 
 #endif  // CUDAKIT_HAVE_TEST_KERNELS
 
-class PoisonedContextTest : public GpuTest {};
+class PoisonedContextTest : public GpuTest {
+ protected:
+#ifdef CUDAKIT_HAVE_TEST_KERNELS
+  // Why this process cannot run a child scenario, or empty.
+  static std::string why_no_child() {
+    if (in_child()) return "this is the child";
+    if (std::string tool = cuda_tool_injected(); !tool.empty())
+      return "a CUDA tool is injected (" + tool +
+             "): under compute-sanitizer the child's bad access, made on purpose, is reported as an error";
+    return {};
+  }
+
+  // Runs the child-only test `test`; it must exit normally, pass, reach its end and
+  // report at least `checks` checks ok and none failed.
+  void expect_child_passes(const char* test, std::size_t checks) {
+    ChildResult child = run_child(test, child_timeout_s);
+    std::printf("---- the child's output ----\n%s---- end of the child's output ----\n", child.output.c_str());
+    ASSERT_FALSE(child.timed_out) << "the child hung: killed after " << child_timeout_s << " s";
+    ASSERT_TRUE(WIFEXITED(child.status)) << "the child did not exit normally"
+                                         << (WIFSIGNALED(child.status) ? ": killed by signal " +
+                                                                             std::to_string(WTERMSIG(child.status))
+                                                                       : std::string());
+    EXPECT_EQ(WEXITSTATUS(child.status), 0) << "the child's test failed";
+    EXPECT_EQ(count_of(child.output, "POISON-CHECK FAIL"), 0u);
+    EXPECT_NE(child.output.find(done_marker), std::string::npos) << "the child did not reach its end";
+    EXPECT_NE(child.output.find("[  PASSED  ] 1 test"), std::string::npos) << "the child's test did not run or pass";
+    EXPECT_EQ(child.output.find("[  SKIPPED ]"), std::string::npos) << "the child skipped its test";
+    EXPECT_GE(count_of(child.output, "POISON-CHECK ok"), checks) << "checks are missing";
+  }
+#endif
+};
 
 TEST_F(PoisonedContextTest, AFaultInAChildProcessIsNamedPoisonsEveryLaterCallAndTheChildExitsCleanly) {
   if (IsSkipped() || HasFatalFailure()) return;
 #ifndef CUDAKIT_HAVE_TEST_KERNELS
   GTEST_SKIP() << "built without the test kernels (no nvcc)";
 #else
-  if (in_child()) GTEST_SKIP() << "this is the child";
-  if (std::string tool = cuda_tool_injected(); !tool.empty())
-    GTEST_SKIP() << "a CUDA tool is injected (" << tool
-                 << "): under compute-sanitizer the child's bad access, made on purpose, is reported as an error";
-  ChildResult child = run_child(child_timeout_s);
-  std::printf("---- the child's output ----\n%s---- end of the child's output ----\n", child.output.c_str());
-  ASSERT_FALSE(child.timed_out) << "the child hung: killed after " << child_timeout_s << " s";
-  ASSERT_TRUE(WIFEXITED(child.status)) << "the child did not exit normally"
-                                       << (WIFSIGNALED(child.status) ? ": killed by signal " +
-                                                                           std::to_string(WTERMSIG(child.status))
-                                                                     : std::string());
-  EXPECT_EQ(WEXITSTATUS(child.status), 0) << "the child's test failed";
-  EXPECT_EQ(count_of(child.output, "POISON-CHECK FAIL"), 0u);
-  EXPECT_NE(child.output.find(done_marker), std::string::npos) << "the child did not reach its end";
-  EXPECT_NE(child.output.find("[  PASSED  ] 1 test"), std::string::npos) << "the child's test did not run or pass";
-  EXPECT_EQ(child.output.find("[  SKIPPED ]"), std::string::npos) << "the child skipped its test";
+  if (std::string why = why_no_child(); !why.empty()) GTEST_SKIP() << why;
   // 3 checks before the fault, 3 on it, 20 poisoned calls, 1 of device queries (and
   // one per parked error).
-  EXPECT_GE(count_of(child.output, "POISON-CHECK ok"), 27u) << "checks are missing";
+  expect_child_passes(child_test, 27);
+#endif
+}
+
+TEST_F(PoisonedContextTest, AFaultFirstReportedByADownloadInAChildProcessNamesTheKernel) {
+  if (IsSkipped() || HasFatalFailure()) return;
+#ifndef CUDAKIT_HAVE_TEST_KERNELS
+  GTEST_SKIP() << "built without the test kernels (no nvcc)";
+#else
+  if (std::string why = why_no_child(); !why.empty()) GTEST_SKIP() << why;
+  // 1 check before the fault, 3 on it.
+  expect_child_passes(download_child_test, 4);
 #endif
 }
 

@@ -115,6 +115,16 @@ TEST(BenchPlot, IsWellFormedWithABarAndATargetPerResult) {
   EXPECT_EQ(doc.find("bandwidth:"), std::string::npos);       // no size sweep, no line chart
 }
 
+TEST(BenchPlot, AReportedRatioFarOffDoesNotStretchTheAxis) {
+  Result far = cost("first request, cold", 900.0, 18.0);  // 50x
+  far.target_ratio = 0;
+  std::string doc = plot_svg({cost("event record", 0.131, 0.13), far}, "H200");
+  EXPECT_EQ(xml_problem(doc), "") << doc;
+  EXPECT_NE(doc.find("50.000"), std::string::npos) << "its label gives the ratio";
+  EXPECT_EQ(doc.find(">50.00<"), std::string::npos) << "no axis tick out there";
+  EXPECT_NE(doc.find(">1.00<"), std::string::npos);
+}
+
 TEST(BenchPlot, BandwidthSweepGetsALineChartPerSeriesAndSide) {
   std::vector<Result> results;
   for (double size : {4096.0, 65536.0, 1048576.0}) {

@@ -73,6 +73,40 @@ class PoisonScenarioTest : public testing::FakeDriverTest {
   }
 
   std::string original;
+
+  // After a sticky fault: every object is gone (its releases refused and parked); the
+  // fake forgets the fault and the handles whose release it refused.
+  void clean_up_after_the_fault() {
+    cudakit::testing::reset_library_state();
+    (void)drain_parked_errors();
+    fake().clear_sticky();
+    fake().destroy_leftovers();
+    std::lock_guard l(fake().mutex);
+    for (auto& [kind, handles] : fake().ledger) handles.clear();
+    for (auto& [device, retains] : fake().primary_retains) retains = 0;
+  }
+
+  // Launches saxpy on a stream with buffers made there, scripts `fault` as the next
+  // failure of `entry` (a kernel's fault, reported by the first call that waits for the
+  // stream's work), and returns the message of what `after` throws.
+  std::string fault_reported_by(EntryId entry, const std::function<void(StreamRef, DeviceBuffer<float>&)>& after) {
+    std::string message;
+    {
+      Device d = Device::get(0);
+      Module module = Module::load(d, fake::fatbin_image(testing::standard_image(), {80, 90}, {}));
+      auto saxpy = module.kernel<SaxpySig>("saxpy");
+      const int n = 500;
+      std::vector<float> hx(n, 1.5f), hy(n, -2.0f);
+      Stream s(d);
+      DeviceBuffer<float> x = upload(s, hx);  // its staging buffer stays with this thread, recorded on s
+      DeviceBuffer<float> y = upload(s, hy);
+      launch(s, saxpy, LaunchConfig{grid_for(n, 256), 256}, 2.0f, x, y, n);
+      fake().fail(entry, 0, sticky_code);
+      message = testing::message_of<DriverError>([&] { after(s, y); });
+    }
+    clean_up_after_the_fault();
+    return message;
+  }
 };
 
 TEST_F(PoisonScenarioTest, TheFaultNamesTheKernelAndEveryLaterCallFailsBeforeTheDriverThenEverythingIsReleased) {
@@ -183,6 +217,53 @@ TEST_F(PoisonScenarioTest, TheFaultNamesTheKernelAndEveryLaterCallFailsBeforeThe
   std::lock_guard l(fake().mutex);
   for (auto& [kind, handles] : fake().ledger) handles.clear();
   for (auto& [device, retains] : fake().primary_retains) retains = 0;
+}
+
+// A fault first reported by a download names the kernel last launched on its stream, as
+// a synchronize does; so does one first reported by the next upload's staging buffer.
+TEST_F(PoisonScenarioTest, AFaultFirstReportedByADownloadNamesTheKernel) {
+  expect_parked_errors();
+  const std::string m =
+      fault_reported_by(EntryId::EventSynchronize, [](StreamRef s, DeviceBuffer<float>& y) { (void)download(s, y); });
+  EXPECT_NE(m.find("cuEventSynchronize on stream"), std::string::npos) << m;
+  EXPECT_NE(m.find("(last launch on it: kernel 'saxpy')"), std::string::npos) << m;
+  EXPECT_NE(m.find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos) << m;
+  EXPECT_EQ(m.find("staging buffer"), std::string::npos) << m;
+}
+
+TEST_F(PoisonScenarioTest, AFaultFirstReportedByADownloadIntoAVectorNamesTheKernel) {
+  expect_parked_errors();
+  const std::string m = fault_reported_by(EntryId::EventSynchronize, [](StreamRef s, DeviceBuffer<float>& y) {
+    std::vector<float> out(y.size());
+    download(s, y, out);
+  });
+  EXPECT_NE(m.find("(last launch on it: kernel 'saxpy')"), std::string::npos) << m;
+}
+
+TEST_F(PoisonScenarioTest, AFaultFirstReportedByADownloadsCopyCallNamesTheKernelNotTheBuffer) {
+  expect_parked_errors();
+  const std::string m =
+      fault_reported_by(EntryId::MemcpyDtoHAsync, [](StreamRef s, DeviceBuffer<float>& y) { (void)download(s, y); });
+  EXPECT_NE(m.find("cuMemcpyDtoHAsync on stream"), std::string::npos) << m;
+  EXPECT_NE(m.find("(last launch on it: kernel 'saxpy')"), std::string::npos) << m;
+}
+
+TEST_F(PoisonScenarioTest, AFaultFirstReportedByTheNextAllocationNamesTheKernel) {
+  expect_parked_errors();
+  const std::string m = fault_reported_by(EntryId::MemAllocAsync, [](StreamRef s, DeviceBuffer<float>& y) {
+    (void)upload(s, std::vector<float>(y.size(), 3.0f));
+  });
+  EXPECT_NE(m.find("cuMemAllocAsync on stream"), std::string::npos) << m;
+  EXPECT_NE(m.find("(last launch on it: kernel 'saxpy')"), std::string::npos) << m;
+}
+
+TEST_F(PoisonScenarioTest, AFaultFirstReportedByTheNextUploadNamesTheKernel) {
+  expect_parked_errors();
+  const std::string m = fault_reported_by(EntryId::EventQuery, [](StreamRef s, DeviceBuffer<float>& y) {
+    copy(s, std::vector<float>(y.size(), 3.0f), y);
+  });
+  EXPECT_NE(m.find("cuEventQuery on stream"), std::string::npos) << m;
+  EXPECT_NE(m.find("(last launch on it: kernel 'saxpy')"), std::string::npos) << m;
 }
 
 // The name is the kernel's own label, kept past its module's life, and each launch

@@ -90,6 +90,7 @@ const std::map<std::string, std::string> public_header_layer = {
     {"memory_pool.hpp", "memory"},
     {"copy.hpp", "memory"},
     {"device_value.hpp", "memory"},
+    {"staging.hpp", "memory"},
     {"detail/allocation.hpp", "memory"},
     {"module_image.hpp", "launch"},
     {"module.hpp", "launch"},

@@ -33,13 +33,16 @@ struct Axis {
   double at(double v) const { return left + (v - lo) / (hi - lo) * (right - left); }
 };
 
-// The bar chart of ratios; returns the y where it ends.
+// The bar chart of ratios; returns the y where it ends. The axis spans the judged
+// results; a reported one beyond it (a phase's cold cost, fresh pages against reused
+// ones) is drawn to the axis's end, and its label gives the ratio.
 double draw_ratio_chart(SvgDocument& svg, const std::vector<Result>& results, double top) {
   std::vector<Verdict> verdicts;
   double lo = 0.9, hi = 1.1;
   for (const Result& r : results) {
     verdicts.push_back(judge(r));
     const Verdict& v = verdicts.back();
+    if (!v.judged) continue;
     for (double x : {v.ratio, v.round_ratio.p10, v.round_ratio.p90, r.target_ratio > 0 ? r.target_ratio : 1.0}) {
       if (!std::isfinite(x)) continue;
       lo = std::min(lo, x);
@@ -74,12 +77,14 @@ double draw_ratio_chart(SvgDocument& svg, const std::vector<Result>& results, do
       continue;
     }
     const char* fill = !v.judged ? colour_unjudged : v.met ? colour_met : colour_missed;
-    double x0 = axis.at(1.0), x1 = axis.at(v.ratio);
+    double x0 = axis.at(1.0), x1 = axis.at(std::clamp(v.ratio, axis.lo, axis.hi));
     svg.rect(std::min(x0, x1), mid - 7, std::max(std::abs(x1 - x0), 1.0), 14, fill);
     if (std::isfinite(v.round_ratio.p10) && std::isfinite(v.round_ratio.p90)) {
-      svg.line(axis.at(v.round_ratio.p10), mid, axis.at(v.round_ratio.p90), mid, {"#212121", 1, ""});
-      svg.line(axis.at(v.round_ratio.p10), mid - 4, axis.at(v.round_ratio.p10), mid + 4, {"#212121", 1, ""});
-      svg.line(axis.at(v.round_ratio.p90), mid - 4, axis.at(v.round_ratio.p90), mid + 4, {"#212121", 1, ""});
+      double p10 = axis.at(std::clamp(v.round_ratio.p10, axis.lo, axis.hi));
+      double p90 = axis.at(std::clamp(v.round_ratio.p90, axis.lo, axis.hi));
+      svg.line(p10, mid, p90, mid, {"#212121", 1, ""});
+      svg.line(p10, mid - 4, p10, mid + 4, {"#212121", 1, ""});
+      svg.line(p90, mid - 4, p90, mid + 4, {"#212121", 1, ""});
     }
     std::string label = format("%.3f", v.ratio);
     if (r.target_ratio > 0) {

@@ -17,6 +17,11 @@ Interleave Context::interleave(int ops_per_batch) const {
     plan.ops_per_batch = std::max(1, ops_per_batch / 4);
   }
   if (rounds > 0) plan.rounds = rounds;
+  if (smoke) {
+    plan.rounds = 2;
+    plan.warmup_rounds = 1;
+    plan.ops_per_batch = 1;
+  }
   return plan;
 }
 

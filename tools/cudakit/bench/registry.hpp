@@ -34,6 +34,9 @@ struct Context {
   bool quick = false;
   /// Timed rounds per comparison (`cudakit bench --rounds N`); 0 keeps the default.
   int rounds = 0;
+  /// Unit tests on the fake driver: every path once or twice, the numbers meaningless
+  /// (2 rounds after 1 warm-up round, one operation per batch).
+  bool smoke = false;
 
   /// The repetition plan for batches of `ops_per_batch` operations: 41 rounds after 5
   /// warm-up rounds; a quick run does 7 rounds after 1, of a quarter of the operations.

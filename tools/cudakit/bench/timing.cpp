@@ -43,6 +43,25 @@ PairedSamples time_host(const Interleave& plan, const Batch& cudakit, const Batc
   });
 }
 
+std::vector<std::vector<double>> time_host_arms(const Interleave& plan, const std::vector<Batch>& arms) {
+  const std::size_t n = arms.size();
+  std::vector<std::vector<double>> samples(n);
+  for (auto& s : samples) s.reserve(plan.rounds);
+  const int ops = plan.ops_per_batch > 0 ? plan.ops_per_batch : 1;
+  for (int round = -plan.warmup_rounds; round < plan.rounds; ++round) {
+    const std::size_t first = static_cast<std::size_t>(round + plan.warmup_rounds) % (n > 0 ? n : 1);
+    for (std::size_t turn = 0; turn < n; ++turn) {
+      const std::size_t arm = (first + turn) % n;
+      auto start = std::chrono::steady_clock::now();
+      arms[arm](ops);
+      auto end = std::chrono::steady_clock::now();
+      if (plan.between_batches) plan.between_batches();
+      if (round >= 0) samples[arm].push_back(std::chrono::duration<double>(end - start).count() / ops);
+    }
+  }
+  return samples;
+}
+
 PairedSamples time_device(const Interleave& plan, StreamRef stream, const Batch& cudakit, const Batch& raw) {
   stream.require_handle("time_device");
   const Device device = Device::get(stream.device_ordinal());

@@ -41,6 +41,11 @@ struct PairedSamples {
 /// CPU time per operation, by the steady clock.
 PairedSamples time_host(const Interleave& plan, const Batch& cudakit, const Batch& raw);
 
+/// CPU time per operation of any number of arms, interleaved the same way: round r runs
+/// the arms in turn starting with arm r mod n, so that no arm always goes first or last.
+/// One series per arm, in `arms` order; sample i of each series came from round i.
+std::vector<std::vector<double>> time_host_arms(const Interleave& plan, const std::vector<Batch>& arms);
+
 /// GPU time per operation: timing events recorded on `stream` before and after each
 /// batch; the batches must submit their work to `stream`. Each batch is waited for
 /// before the next starts, so the sides never overlap on the GPU.
