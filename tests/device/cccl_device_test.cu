@@ -18,30 +18,17 @@
 #include "cudakit/interop/cub.hpp"
 #include "cudakit/interop/thrust.hpp"
 #include "gpu_fixture.hpp"
+#include "runtime_helpers.cuh"
 
 namespace cudakit {
 namespace {
 
+using testing::fresh_integers;
 using testing::GpuTest;
-
-__global__ void spin(long long cycles) {
-  long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
-}
 
 __global__ void add_one(int* data, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) data[i] += 1;
-}
-
-template <class T>
-std::vector<T> fresh_integers(std::size_t n, T lo, T hi) {
-  std::mt19937_64 rng(std::random_device{}());
-  std::uniform_int_distribution<T> dist(lo, hi);
-  std::vector<T> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
 }
 
 std::vector<float> fresh_floats(std::size_t n) {
@@ -56,10 +43,7 @@ class CcclTest : public GpuTest {
  protected:
   static constexpr int n = 1'000'003;  // odd: the algorithms' tails are exercised
 
-  void hold(StreamRef s, double ms) const {
-    const auto cycles = static_cast<long long>(device().attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) * ms);
-    enqueue(s, reads(), [&](CUstream h) { spin<<<1, 1, 0, h>>>(cycles); });
-  }
+  void hold(StreamRef s, double ms) const { testing::hold(s, device(), ms); }
 };
 
 // ---- CUB ----

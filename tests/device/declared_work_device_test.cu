@@ -8,24 +8,19 @@
 // which shows that the test can fail.
 #include <gtest/gtest.h>
 
-#include <cstdint>
 #include <memory>
-#include <random>
 #include <vector>
 
 #include "cudakit/cudakit.hpp"
 #include "gpu_fixture.hpp"
+#include "runtime_helpers.cuh"
 
 namespace cudakit {
 namespace {
 
+using testing::fresh_integers;
+using testing::fresh_values;
 using testing::GpuTest;
-
-__global__ void spin(long long cycles) {
-  long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
-}
 
 __global__ void copy_values(const float* in, float* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -40,22 +35,10 @@ __global__ void add_into(const float* x, float* y, int n) {
 constexpr int block = 256;
 int blocks(int n) { return (n + block - 1) / block; }
 
-// Fresh random values in [1, 2) each run: never zero, never the poison (a NaN).
-std::vector<float> fresh_values(std::size_t n) {
-  std::mt19937 rng(std::random_device{}());
-  std::uniform_real_distribution<float> dist(1.0f, 2.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-// Fresh random small integers as floats: sums of them stay exact.
-std::vector<float> fresh_integers(std::size_t n, int lo, int hi) {
-  std::mt19937 rng(std::random_device{}());
-  std::uniform_int_distribution<int> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = static_cast<float>(dist(rng));
-  return v;
+// Small integers as floats: sums of them stay exact.
+std::vector<float> fresh_small_integers(std::size_t n, int lo, int hi) {
+  std::vector<int> ints = fresh_integers<int>(n, lo, hi);
+  return {ints.begin(), ints.end()};
 }
 
 void expect_runtime_ok(cudaError_t e) { ASSERT_EQ(e, cudaSuccess) << cudaGetErrorName(e) << ": " << cudaGetErrorString(e); }
@@ -65,17 +48,7 @@ class DeclaredWorkDeviceTest : public GpuTest {
   static constexpr int n = 1 << 16;
   static constexpr double hold_ms = 100;  // how long the spin holds stream A
 
-  long long spin_cycles(double ms) const {
-    return static_cast<long long>(device().attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) * ms);  // kHz * ms
-  }
-  // A spin of about `ms` on `s`, launched through the runtime. Declared work with nothing
-  // declared: its device's context is current for the runtime (for a stream of any device).
-  void hold(StreamRef s, double ms) const {
-    enqueue(s, reads(), [&](CUstream h) {
-      spin<<<1, 1, 0, h>>>(spin_cycles(ms));
-      expect_runtime_ok(cudaGetLastError());
-    });
-  }
+  void hold(StreamRef s, double ms) const { testing::hold(s, device(), ms); }
 };
 
 // How the writer on stream A writes `source` into `target`: a runtime `<<<>>>` kernel, or a
@@ -95,44 +68,45 @@ class CrossStreamDeclaredWork : public DeclaredWorkDeviceTest, public ::testing:
   }
 };
 
-TEST_P(CrossStreamDeclaredWork, AReaderOnStreamBSeesTheWriteQueuedBehindASpinOnStreamA) {
-  Stream a(device()), b(device());
-  auto old_values = fresh_values(n), new_values = fresh_values(n);
-  DeviceBuffer<float> data = upload(a, old_values), source = upload(a, new_values);
-  DeviceBuffer<float> out(b, n, uninitialized);
-  fill_pattern8(b, out, 0xBD);
-  a.synchronize();
-  b.synchronize();
+// Stream A holds `data` (old values) and `source` (new ones), B an `out` buffer poisoned;
+// everything uploaded and idle.
+struct TwoStreams {
+  explicit TwoStreams(const Device& device, int n)
+      : a(device), b(device), old_values(fresh_values(n)), new_values(fresh_values(n)),
+        data(upload(a, old_values)), source(upload(a, new_values)), out(b, n, uninitialized) {
+    fill_pattern8(b, out, 0xBD);
+    a.synchronize();
+    b.synchronize();
+  }
+  Stream a, b;
+  std::vector<float> old_values, new_values;
+  DeviceBuffer<float> data, source, out;
+};
 
-  hold(a, hold_ms);
-  enqueue(a, reads(source), writes(data), [&](CUstream s) { write(s, source, data); });
-  enqueue(b, reads(data), writes(out), [&](CUstream s) {
-    copy_values<<<blocks(n), block, 0, s>>>(data.data(), out.data(), n);
+TEST_P(CrossStreamDeclaredWork, AReaderOnStreamBSeesTheWriteQueuedBehindASpinOnStreamA) {
+  TwoStreams t(device(), n);
+  hold(t.a, hold_ms);
+  enqueue(t.a, reads(t.source), writes(t.data), [&](CUstream s) { write(s, t.source, t.data); });
+  enqueue(t.b, reads(t.data), writes(t.out), [&](CUstream s) {
+    copy_values<<<blocks(n), block, 0, s>>>(t.data.data(), t.out.data(), n);
     expect_runtime_ok(cudaGetLastError());
   });
-  EXPECT_FALSE(a.query()) << "the spin still holds A: the test is deterministic only while it does";
-  EXPECT_EQ(download(b, out), new_values) << "the reader on B read before the writer on A";
+  EXPECT_FALSE(t.a.query()) << "the spin still holds A: the test is deterministic only while it does";
+  EXPECT_EQ(download(t.b, t.out), t.new_values) << "the reader on B read before the writer on A";
 }
 
 TEST_P(CrossStreamDeclaredWork, WithoutTheDeclarationTheReaderRacesAheadOfTheWriter) {
-  Stream a(device()), b(device());
-  auto old_values = fresh_values(n), new_values = fresh_values(n);
-  DeviceBuffer<float> data = upload(a, old_values), source = upload(a, new_values);
-  DeviceBuffer<float> out(b, n, uninitialized);
-  fill_pattern8(b, out, 0xBD);
-  a.synchronize();
-  b.synchronize();
-
-  hold(a, hold_ms);
-  write(a.handle(), source, data);  // the same work, undeclared
-  copy_values<<<blocks(n), block, 0, b.handle()>>>(data.data(), out.data(), n);
+  TwoStreams t(device(), n);
+  hold(t.a, hold_ms);
+  write(t.a.handle(), t.source, t.data);  // the same work, undeclared
+  copy_values<<<blocks(n), block, 0, t.b.handle()>>>(t.data.data(), t.out.data(), n);
   expect_runtime_ok(cudaGetLastError());
-  EXPECT_FALSE(a.query()) << "the spin still holds A";
-  b.synchronize();
+  EXPECT_FALSE(t.a.query()) << "the spin still holds A";
+  t.b.synchronize();
   std::vector<float> seen(n);
-  expect_runtime_ok(cudaMemcpy(seen.data(), out.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
-  EXPECT_EQ(seen, old_values) << "without the declaration B read before A wrote: the race the test exists to catch";
-  a.synchronize();
+  expect_runtime_ok(cudaMemcpy(seen.data(), t.out.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(seen, t.old_values) << "without the declaration B read before A wrote: the race the test exists to catch";
+  t.a.synchronize();
 }
 
 INSTANTIATE_TEST_SUITE_P(Writers, CrossStreamDeclaredWork, ::testing::Values(Writer::runtime_kernel, Writer::driver_copy),
@@ -155,7 +129,7 @@ TEST_F(DeclaredWorkDeviceTest, AWriterOnStreamBWaitsForAReaderHeldOnStreamA) {
 
 TEST_F(DeclaredWorkDeviceTest, ACapturedGraphKeepsTheDeclaredBuffersAfterTheirOwnersAreGoneAndReplaysExactly) {
   Stream s(device()), other(device());
-  auto x0 = fresh_integers(n, -8, 8), y0 = fresh_integers(n, -1000, 1000);
+  auto x0 = fresh_small_integers(n, -8, 8), y0 = fresh_small_integers(n, -1000, 1000);
   auto x = std::make_unique<DeviceBuffer<float>>(upload(s, x0));
   auto y = std::make_unique<DeviceBuffer<float>>(upload(s, y0));
   DeviceBuffer<float> out(s, n, uninitialized);

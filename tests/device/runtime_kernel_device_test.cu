@@ -13,10 +13,12 @@
 #include "cudakit/cudakit.hpp"
 #include "cudakit/interop/runtime_kernel.hpp"
 #include "gpu_fixture.hpp"
+#include "runtime_helpers.cuh"
 
 namespace cudakit {
 namespace {
 
+using testing::fresh_values;
 using testing::GpuTest;
 
 // out = scale * in + offset, rounded after each operation (no fused multiply-add), so the
@@ -32,22 +34,8 @@ __global__ void fill_with(T* out, T value, int n) {
   if (i < n) out[i] = value;
 }
 
-__global__ void spin(long long cycles) {
-  long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
-}
-
 // A host function: the runtime knows no kernel at its address.
 void not_a_kernel(int) {}
-
-std::vector<float> fresh_values(std::size_t n) {
-  std::mt19937 rng(std::random_device{}());
-  std::uniform_real_distribution<float> dist(1.0f, 2.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 float fresh_scalar() {
   std::mt19937 rng(std::random_device{}());
@@ -84,7 +72,7 @@ TEST_F(RuntimeKernelTest, ATemplateInstanceIsNamedByItsSignature) {
 
 TEST_F(RuntimeKernelTest, ItsPointerArgumentsAreOrderedAcrossStreamsLikeAModuleKernels) {
   auto kernel = runtime_kernel(scale_offset, device());
-  auto spinner = runtime_kernel(spin, device());
+  auto spinner = runtime_kernel(testing::spin_for, device());
   Stream a(device()), b(device());
   auto values = fresh_values(n);
   DeviceBuffer<float> source = upload(a, values), middle(a, n, uninitialized), out(b, n, uninitialized);

@@ -87,6 +87,26 @@ TEST_F(ParameterLayoutTest, TheFakesCubinStatesItsKernelsLayoutsLikeNvccs) {
   EXPECT_EQ(layouts.at("mixed"), (Layout{{0, 1}, {8, 8}, {16, 2}, {24, 8}, {32, 4}, {40, 8}}));
 }
 
+TEST_F(ParameterLayoutTest, CutOrCorruptedRecordsAreSkippedNeverReadPastTheirEnd) {
+  // Every cut of a cubin and of a fatbin holding it, and every byte of the cubin replaced
+  // in turn: what is read is either right or left out (run under AddressSanitizer in CI).
+  const int id = testing::standard_image();
+  const Layout saxpy = {{0, 4}, {8, 8}, {16, 8}, {24, 4}};
+  for (const auto& image : {fake::cubin_image_with_parameter_info(id), fake::fatbin_image(id, {90}, {}, true)}) {
+    for (std::size_t cut = 0; cut <= image.size(); ++cut) {
+      std::vector<unsigned char> part(image.begin(), image.begin() + static_cast<std::ptrdiff_t>(cut));
+      auto layouts = detail::read_parameter_layouts(bytes(part));
+      if (auto it = layouts.find("saxpy"); it != layouts.end()) EXPECT_EQ(it->second, saxpy) << cut;
+    }
+  }
+  std::vector<unsigned char> cubin = fake::cubin_image_with_parameter_info(id);
+  for (std::size_t at = 0; at < cubin.size(); ++at) {
+    std::vector<unsigned char> changed = cubin;
+    changed[at] ^= 0xff;
+    (void)detail::read_parameter_layouts(bytes(changed));
+  }
+}
+
 TEST_F(ParameterLayoutTest, AStatedLayoutChecksTypedLookupsAndUntypedLaunchesWithoutTheDriver) {
   const int id = testing::standard_image();
   Module m = Module::load(dev(), fake::cubin_image_with_parameter_info(id));
