@@ -28,6 +28,7 @@
 #include <cuda.h>
 
 #include "cudakit/device.hpp"
+#include "cudakit/export.hpp"
 #include "cudakit/kernel.hpp"
 
 namespace cudakit {
@@ -35,7 +36,7 @@ namespace cudakit {
 /// `kernel` as an untyped Function on `device` (its primary context). Throws
 /// InvalidArgument for a null handle, DriverError when the driver refuses it
 /// (cuKernelGetFunction), ContextPoisoned on a poisoned device.
-Function borrow_kernel(CUkernel kernel, const Device& device);
+CUDAKIT_API Function borrow_kernel(CUkernel kernel, const Device& device);
 
 /// The same, typed: checked against the signature as described above.
 template <class Sig>

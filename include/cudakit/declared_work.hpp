@@ -60,8 +60,8 @@ namespace cudakit {
 
 namespace detail {
 
-/// A buffer, view or pinned buffer that declared work may name: it exposes its allocation
-/// (null for an empty one).
+/// A buffer, view, pinned buffer or host registration that declared work may name: it
+/// exposes its allocation (null for an empty one).
 template <class B>
 concept declarable = requires(const B& b) {
   { b.allocation() } -> std::convertible_to<Allocation*>;
@@ -100,15 +100,15 @@ struct Writes {
   std::array<detail::Allocation*, N> allocations;
 };
 
-/// Declares buffers, views or pinned buffers the work only reads.
+/// Declares buffers, views, pinned buffers or host registrations the work only reads.
 template <detail::declarable... B>
 Reads<sizeof...(B)> reads(const B&... buffers) noexcept {
   return {{buffers.allocation()...}};
 }
 
-/// Declares buffers, views or pinned buffers the work writes (or reads and writes).
-/// A const buffer or a view of const elements does not satisfy the constraint: it can only
-/// be declared with reads().
+/// Declares buffers, views, pinned buffers or host registrations the work writes (or reads
+/// and writes). A const owner or a view of const elements does not satisfy the constraint:
+/// it can only be declared with reads().
 template <class... B>
   requires((detail::declarable<std::remove_cvref_t<B>> && detail::writable_declaration_v<B>) && ...)
 Writes<sizeof...(B)> writes(B&&... buffers) noexcept {

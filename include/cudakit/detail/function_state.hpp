@@ -90,7 +90,7 @@ CUDAKIT_API void init_function_state(FunctionState& state, CUfunction function, 
 
 /// Records the kernel's parameters as its image states them (parameter_layout.hpp), so no
 /// driver call is needed for them. Only before `state` is shared with other threads.
-void set_parameters(FunctionState& state, std::vector<ParameterInfo> parameters);
+CUDAKIT_API void set_parameters(FunctionState& state, std::vector<ParameterInfo> parameters);
 
 /// The kernel's parameters; throws FeatureUnavailable on drivers before 12.4.
 CUDAKIT_API const std::vector<ParameterInfo>& parameters_of(FunctionState& state);
