@@ -9,7 +9,7 @@
 # a short summary is printed last.
 #
 #   scripts/device-suite.sh [--bundle DIR] [--skip STAGE]... [--only STAGE]...
-#   stages: info tests examples doctor ptx-jit bench peers sanitize
+#   stages: info tests examples sanitize-examples doctor ptx-jit bench peers sanitize
 set -uo pipefail
 
 bundle=build/device-bundle
@@ -67,6 +67,24 @@ if want examples; then
     rc=$?
     [ $rc -ne 0 ] && status=1
     note "example $(basename "$ex"): exit $rc; $(tail -1 "$logs/example_$(basename "$ex").log")"
+  done
+fi
+
+if want sanitize-examples && command -v compute-sanitizer >/dev/null; then
+  # A correct program that uses cudakit is clean under compute-sanitizer's default
+  # settings (memcheck, failed API calls reported), as users run it in their own CI:
+  # each example once, --error-exitcode 1, 0 errors expected. A finding's first lines
+  # (which call failed, or which access) go to the summary.
+  for ex in "$bundle"/examples/*; do
+    [ -x "$ex" ] || continue
+    name=$(basename "$ex")
+    log=$logs/sanitize_example_$name.log
+    timeout 600 compute-sanitizer --error-exitcode 1 "$ex" >"$log" 2>&1
+    rc=$?
+    errors=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$')
+    { [ $rc -ne 0 ] || [ "${errors:-x}" != 0 ]; } && status=1
+    note "compute-sanitizer (default settings) example $name: exit $rc, ${errors:-no summary} errors"
+    grep -m3 -E '^========= (Program hit|Invalid|Error|  Saved host backtrace)' "$log" | sed 's/^/  /' | tee -a "$summary"
   done
 fi
 

@@ -1,6 +1,7 @@
 // The umbrella header: includes every public cudakit header, and nothing else.
 #pragma once
 
+#include "cudakit/borrowed_kernel.hpp"
 #include "cudakit/capture.hpp"
 #include "cudakit/context.hpp"
 #include "cudakit/copy.hpp"

@@ -11,18 +11,32 @@
 // (DESIGN 5): nothing while each stays on one stream; one pooled event and one wait where
 // streams meet. Inside a capture the graph keeps every declared buffer alive and a replay
 // updates their tracking (DESIGN 6). Work that another thread submits to a stream this
-// thread captures is refused (DESIGN 9), as for launches.
+// thread captures is refused (DESIGN 9), as for launches. Inside ManualOrdering nothing is
+// ordered, as for launches; a capture still keeps the declared buffers.
+//
+// What can be declared: DeviceBuffer, DeviceSpan, PinnedBuffer and HostRegistration, any
+// number of each, of any element types, in one call (reads() and writes() may also be
+// empty). A buffer on another device than the stream's is ordered the same way: the wait
+// is an event recorded on that device's stream, which a stream of any device can wait on.
+// Reaching its memory from the work is the work's business (peer access for a kernel,
+// cuMemcpyPeerAsync for a copy). An empty (moved-from) buffer declares nothing.
 //
 // What is declared is what is ordered: a pointer the callable uses but nobody declared
 // is the caller's to order (ManualOrdering, events). A read-only buffer or view
-// (`const DeviceBuffer<T>&`, `DeviceSpan<const T>`) can only be declared as read: passing
-// one to writes() does not compile.
+// (`const DeviceBuffer<T>&`, `const PinnedBuffer<T>&`, `DeviceSpan<const T>`) can only
+// be declared as read: passing one to writes() does not compile. A DeviceSpan<T> is a
+// view like std::span: its own constness does not make its elements read-only, so a
+// `const DeviceSpan<T>&` may be written, as a typed launch's `T*` parameter accepts it.
 //
 // The callable receives the stream's handle (a CUstream, which is also a cudaStream_t) or
 // the StreamRef, whichever it accepts; its result is returned and its exceptions
 // propagate. The declarations take effect before the callable runs: if it throws, the
 // streams were ordered for work that may not have been submitted, which costs at most a
 // needless wait later, never a missing one.
+//
+// The context of the stream's device (its primary context, the runtime API's) is current
+// while the callable runs. The callable must leave it current: the libraries do; after a
+// cudaSetDevice to another device inside it, call forget_cached_current_context().
 //
 // Thread safety: as for launches. Submit from any thread; mutating one buffer from two
 // threads at once is the caller's race, as with a standard container.
@@ -38,6 +52,7 @@
 
 #include "cudakit/export.hpp"
 #include "cudakit/detail/allocation.hpp"
+#include "cudakit/device_span.hpp"
 #include "cudakit/stream.hpp"
 #include "cudakit/tracking.hpp"
 
@@ -45,21 +60,20 @@ namespace cudakit {
 
 namespace detail {
 
-/// A buffer, view or pinned buffer that declared work may name: it exposes its allocation
-/// (null for an empty one).
+/// A buffer, view, pinned buffer or host registration that declared work may name: it
+/// exposes its allocation (null for an empty one).
 template <class B>
 concept declarable = requires(const B& b) {
   { b.allocation() } -> std::convertible_to<Allocation*>;
 };
 
-/// Whether the work may write through `B`: not through a const object, nor through a view
-/// of const elements.
-template <class B>
+/// Whether the work may write through `B` (an argument type as writes() receives it): an
+/// owner (buffer, pinned buffer, registration) unless it is const; a view unless its
+/// elements are const, whatever the view's own constness (as for typed launches).
+template <class B, class Plain = std::remove_cvref_t<B>>
 inline constexpr bool writable_declaration_v = !std::is_const_v<std::remove_reference_t<B>>;
-template <template <class> class View, class T>
-inline constexpr bool writable_declaration_v<View<const T>> = false;
-template <template <class> class View, class T>
-inline constexpr bool writable_declaration_v<View<const T>&> = false;
+template <class B, class T>
+inline constexpr bool writable_declaration_v<B, DeviceSpan<T>> = !std::is_const_v<T>;
 
 /// One declared buffer: its allocation and how the work touches it.
 struct CUDAKIT_API DeclaredUse {
@@ -86,15 +100,15 @@ struct Writes {
   std::array<detail::Allocation*, N> allocations;
 };
 
-/// Declares buffers, views or pinned buffers the work only reads.
+/// Declares buffers, views, pinned buffers or host registrations the work only reads.
 template <detail::declarable... B>
 Reads<sizeof...(B)> reads(const B&... buffers) noexcept {
   return {{buffers.allocation()...}};
 }
 
-/// Declares buffers, views or pinned buffers the work writes (or reads and writes).
-/// A const buffer or a view of const elements does not satisfy the constraint: it can only
-/// be declared with reads().
+/// Declares buffers, views, pinned buffers or host registrations the work writes (or reads
+/// and writes). A const owner or a view of const elements does not satisfy the constraint:
+/// it can only be declared with reads().
 template <class... B>
   requires((detail::declarable<std::remove_cvref_t<B>> && detail::writable_declaration_v<B>) && ...)
 Writes<sizeof...(B)> writes(B&&... buffers) noexcept {
@@ -110,11 +124,15 @@ template <std::size_t R, std::size_t W, class F>
 decltype(auto) enqueue(StreamRef stream, const Reads<R>& read, const Writes<W>& write, F&& work) {
   std::array<detail::DeclaredUse, R + W + 1> uses{};  // +1: no zero-length array
   std::size_t n = 0;
-  for (detail::Allocation* a : read.allocations)
-    if (a != nullptr) uses[n++] = {a, Access::read};
+  // Writes first: a buffer declared both ways is then ordered once, as a write, and its
+  // read finds it on this stream already.
   for (detail::Allocation* a : write.allocations)
     if (a != nullptr) uses[n++] = {a, Access::write};
+  for (detail::Allocation* a : read.allocations)
+    if (a != nullptr) uses[n++] = {a, Access::read};
   detail::declare_uses(stream, uses.data(), n);
+  static_assert(std::is_invocable_v<F, CUstream> || std::is_invocable_v<F, StreamRef>,
+                "enqueue: the work is called with the stream, as a CUstream (cudaStream_t) or a StreamRef");
   if constexpr (std::is_invocable_v<F, CUstream>)
     return std::forward<F>(work)(stream.handle());
   else

@@ -7,12 +7,15 @@
 // A typed Kernel<void(Params...)> states the kernel's parameter list in C++: launch()
 // checks every argument against it at compile time, and the constness of each pointer
 // parameter tells buffer tracking whether the launch reads (`const T*`) or writes (`T*`)
-// the buffer passed there (DESIGN 5). Where the driver can describe parameters (CUDA 12.4+,
-// cuFuncGetParamInfo), looking a typed kernel up also checks that the kernel has as many
-// parameters, of the same sizes and offsets, as the signature says.
+// the buffer passed there (DESIGN 5). Looking a typed kernel up also checks that the
+// kernel has as many parameters, of the same sizes and offsets, as the signature says:
+// against the layout its image states (a cubin's .nv.info records), else against the
+// declared parameters as the driver describes them (CUDA 12.4+, cuFuncGetParamInfo; never
+// asked past them, so a signature with too few parameters passes there: docs/launch.md).
 //
 // A Function is untyped: launches with it are checked at run time against the kernel's
-// parameter info (count and sizes), which needs CUDA 12.4; older drivers refuse them.
+// parameters (count and sizes), from its image or the driver (CUDA 12.4); where neither
+// can say, they are refused.
 //
 // Handles are cheap to copy (one shared reference), keep their Module or Library loaded,
 // and are used from any number of threads at once: the lookup and every cache behind it
@@ -61,8 +64,8 @@ class CUDAKIT_API Function {
   int max_threads_per_block() const { return static_cast<int>(state().kernel_max_threads); }
   /// Static shared memory per block (`__shared__` arrays), in bytes.
   int static_shared_memory_bytes() const { return static_cast<int>(state().static_shared); }
-  /// The kernel's parameters (offsets and sizes). Throws FeatureUnavailable on drivers
-  /// before CUDA 12.4, which cannot say.
+  /// The kernel's parameters (offsets and sizes): from its image, else from the driver.
+  /// Throws FeatureUnavailable where neither can say (drivers before CUDA 12.4).
   std::span<const ParameterInfo> parameters() const { return detail::parameters_of(state()); }
 
   /// Internal: the shared state; throws EmptyHandle for an empty handle.

@@ -465,7 +465,7 @@ CUgraph Capture::finish(bool throwing) {
   try {
     r = cu.StreamEndCapture(origin->handle, &graph);
     if (r != CUDA_SUCCESS && !is_sticky(r)) {
-      // A capture never leaves a stream capturing (issue 5): the driver ends the capture
+      // A capture never leaves a stream capturing: the driver ends the capture
       // when it reports an invalidated or unjoined one, but an end that failed for
       // another reason may have left the stream in capture mode. Ask, and end it again
       // (that graph is dropped; the first failure is the one reported).

@@ -107,7 +107,17 @@ void init_function_state(FunctionState& s, CUfunction function, int device, CUco
   }
 }
 
+void set_parameters(FunctionState& s, std::vector<ParameterInfo> parameters) {
+  s.parameters = std::move(parameters);
+  s.parameters_state = ParameterInfoState::known;
+  s.parameters_ready.store(true, std::memory_order_release);
+}
+
 namespace {
+// Every parameter, through the driver. cuFuncGetParamInfo cannot say how many there are:
+// the list ends where it answers CUDA_ERROR_INVALID_VALUE, one index past the last, which
+// compute-sanitizer reports as a failed API call. Only for what needs the whole list
+// (untyped launches, Function::parameters) of a kernel whose image did not state it.
 void load_parameters(FunctionState& s) {
   if (!driver::has(driver::EntryId::FuncGetParamInfo)) {
     s.parameters_state = ParameterInfoState::unavailable;
@@ -147,10 +157,43 @@ const std::vector<ParameterInfo>& parameters_of(FunctionState& s) {
                            "this driver cannot describe kernel parameters (needs CUDA 12.4)");
 }
 
+namespace {
+// The parameters known without a driver call: from the image, or read in full earlier.
+const std::vector<ParameterInfo>* parameters_already_known(FunctionState& s) {
+  if (!s.parameters_ready.load(std::memory_order_acquire)) return nullptr;
+  return s.parameters_state == ParameterInfoState::known ? &s.parameters : nullptr;
+}
+
+// The first `count` parameters through the driver, never asking past them: a correct
+// signature costs no failed call. Fewer come back when the kernel has fewer (the driver
+// answered INVALID_VALUE at that index, so the list is then the whole list).
+std::vector<ParameterInfo> probe_parameters(FunctionState& s, std::size_t count) {
+  check_not_poisoned(cu.FuncGetParamInfo.name(), kernel_resource(s));  // DESIGN 7
+  std::vector<ParameterInfo> params;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::size_t offset = 0, size = 0;
+    CUresult r = cu.FuncGetParamInfo(s.function, i, &offset, &size);
+    if (r == CUDA_ERROR_INVALID_VALUE) break;  // the kernel has i parameters
+    check(r, cu.FuncGetParamInfo.name(), kernel_resource(s));
+    params.push_back({offset, size});
+  }
+  return params;
+}
+}  // namespace
+
 void check_signature(FunctionState& s, std::string_view signature, std::span<const std::size_t> sizes,
                      std::span<const std::size_t> alignments) {
-  const auto* params = parameters_if_known(s);
-  if (params == nullptr) return;  // drivers before 12.4 cannot say; the signature is trusted
+  // The parameters to compare with: from the image (every one, so a signature that
+  // declares too few is caught), else the declared ones through the driver (a kernel
+  // with more parameters than declared then passes unnoticed: learning that would take
+  // the failed call past the end that compute-sanitizer reports).
+  const std::vector<ParameterInfo>* params = parameters_already_known(s);
+  std::vector<ParameterInfo> probed;
+  if (params == nullptr) {
+    if (!driver::has(driver::EntryId::FuncGetParamInfo)) return;  // drivers before 12.4 cannot say; trusted
+    probed = probe_parameters(s, sizes.size());
+    params = &probed;
+  }
   // The offsets the C++ signature implies: each parameter at its alignment.
   std::vector<std::size_t> expected_offsets;
   std::size_t at = 0;
@@ -159,7 +202,8 @@ void check_signature(FunctionState& s, std::string_view signature, std::span<con
     expected_offsets.push_back(at);
     at += sizes[i];
   }
-  bool same = params->size() == sizes.size();
+  const bool same_count = params->size() == sizes.size();
+  bool same = same_count;
   for (std::size_t i = 0; same && i < sizes.size(); ++i)
     same = (*params)[i].size == sizes[i] && (*params)[i].offset == expected_offsets[i];
   if (same) return;
@@ -167,7 +211,7 @@ void check_signature(FunctionState& s, std::string_view signature, std::span<con
   for (const auto& p : *params) actual.push_back(p.size);
   std::vector<std::size_t> declared(sizes.begin(), sizes.end());
   std::string why;
-  if (params->size() != sizes.size()) {
+  if (!same_count) {
     why = "the kernel takes " + std::to_string(params->size()) + " parameter" + (params->size() == 1 ? "" : "s") +
           " (" + size_list(actual) + " bytes), the signature declares " + std::to_string(sizes.size()) + " (" +
           size_list(declared) + " bytes)";

@@ -23,6 +23,7 @@ struct LibraryState {
   std::string source;
   ModuleOptions options;
   NameExpressions names;
+  ParameterLayouts layouts;  // from the image, where it states them
 
   std::mutex mutex;  // guards the maps (lookups, not launches)
   std::map<std::string, CUkernel, std::less<>> kernels;                                  // by driver name
@@ -84,6 +85,7 @@ Library Library::load_image(std::span<const std::byte> image, std::string source
   state->source = std::move(source);
   state->options = options;
   state->names = std::move(names);
+  state->layouts = std::move(prepared.layouts);
   return Library(std::move(state));
 }
 
@@ -142,6 +144,7 @@ Function Library::function(detail::OnDevice device, std::string_view name) const
   checked_call(cu.KernelGetFunction, res, &f, kernel);
   auto state = std::make_unique<detail::FunctionState>();
   detail::init_function_state(*state, f, ordinal, context, driver_name, std::string(name));
+  if (auto it = s.layouts.find(driver_name); it != s.layouts.end()) detail::set_parameters(*state, it->second);
   detail::FunctionState* raw = state.get();
   s.functions.emplace(std::make_pair(ordinal, driver_name), std::move(state));
   return Function(std::shared_ptr<detail::FunctionState>(state_, raw));

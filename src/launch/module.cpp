@@ -23,6 +23,7 @@ struct ModuleState {
   LoadReport report;
   std::string what;  // "module 'file k.cubin' on device 0 (...)", for messages
   NameExpressions names;
+  ParameterLayouts layouts;  // from the image, where it states them
 
   std::mutex mutex;  // guards `functions` (lookups, not launches)
   std::map<std::string, std::unique_ptr<FunctionState>, std::less<>> functions;  // by driver name
@@ -106,6 +107,7 @@ Module Module::load_image(int ordinal, std::span<const std::byte> image, std::st
   state->device = ordinal;
   state->context = context;
   state->names = std::move(names);
+  state->layouts = std::move(prepared.layouts);
   state->report.source = std::move(source);
   state->report.contents = std::move(prepared.contents);
   state->report.code = choice.kind;
@@ -142,6 +144,7 @@ Function Module::function(std::string_view name) const {
   check(r, cu.ModuleGetFunction.name(), res);
   auto state = std::make_unique<detail::FunctionState>();
   detail::init_function_state(*state, f, s.device, s.context, driver_name, std::string(name));
+  if (auto it = s.layouts.find(driver_name); it != s.layouts.end()) detail::set_parameters(*state, it->second);
   detail::FunctionState* raw = state.get();
   s.functions.emplace(driver_name, std::move(state));
   return Function(std::shared_ptr<detail::FunctionState>(state_, raw));

@@ -13,6 +13,7 @@ namespace cudakit::detail {
 PreparedImage prepare_image(std::span<const std::byte> image) {
   PreparedImage p;
   p.contents = inspect_image(image);
+  if (p.contents.format != ImageFormat::ptx) p.layouts = read_parameter_layouts(image);
   p.data = image.data();
   // The driver reads PTX up to its NUL: give it one when the bytes end without.
   if (p.contents.format == ImageFormat::ptx && (image.empty() || image.back() != std::byte{0})) {

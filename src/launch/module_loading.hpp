@@ -16,12 +16,15 @@
 #include "cudakit/module.hpp"
 #include "cudakit/module_image.hpp"
 #include "driver/checked_call.hpp"
+#include "launch/parameter_layout.hpp"
 
 namespace cudakit::detail {
 
-/// An image ready for the driver: inspected, and NUL-terminated when it is PTX.
+/// An image ready for the driver: inspected, its kernels' parameter layouts read, and
+/// NUL-terminated when it is PTX.
 struct PreparedImage {
   ImageContents contents;
+  ParameterLayouts layouts;
   const void* data = nullptr;  // what the driver gets
   std::vector<std::byte> owned;  // a copy, when one was needed
 };

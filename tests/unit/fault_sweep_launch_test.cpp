@@ -1,12 +1,14 @@
 // The fault-injection sweep over the launch area's public operations: modules
 // and libraries loaded from memory (fatbin, cubin, PTX), kernel lookup, typed and untyped
-// launches, launch attributes, occupancy queries, and the Gpu facade's load and launch.
+// launches, launch attributes, occupancy queries, declared work (one and two devices, pinned
+// buffers, inside a capture), and the Gpu facade's load and launch.
 // The rules, and how an operation is written: fault_sweep.hpp. Program (NVRTC) is left
 // out: compiling needs a real libnvrtc, and the driver calls it leads to are the module
 // loads swept here. The tests are Call/FaultSweep.EndsCleanlyWhateverTheDriverAnswers/<name>.
 #include <vector>
 
 #include "cudakit/cudakit.hpp"
+#include "device/device_state.hpp"
 #include "fake_kernels.hpp"
 #include "fault_sweep.hpp"
 
@@ -135,6 +137,62 @@ const bool launch_ops = sweep::add("launches", {
     {"max_potential_cluster_size", [](Scene& s) {
        (void)max_potential_cluster_size(function(s, "clustered"), {.grid = 8, .block = 32, .cluster = Dim3{2}});
      }},
+});
+
+// ---- declared work ----
+// The work is a raw driver call that reports its failure as cudakit's own calls do
+// (check): an injected fault in it reaches the caller the same way.
+void raw_fill(StreamRef s, const Buf& b, unsigned bits) {
+  check(driver::cu.MemsetD32Async(b.device_pointer(), bits, b.size(), s.handle()), "cuMemsetD32Async",
+        Resource::of(ResourceKind::stream, s.handle(), s.device_ordinal()));
+}
+void raw_copy(StreamRef s, const Buf& from, const Buf& to) {
+  check(driver::cu.MemcpyDtoDAsync(to.device_pointer(), from.device_pointer(), from.size() * sizeof(float), s.handle()),
+        "cuMemcpyDtoDAsync", Resource::of(ResourceKind::stream, s.handle(), s.device_ordinal()));
+}
+
+const bool declared_work_ops = sweep::add("declared work", {
+    {"enqueue on one stream", [](Scene& s) {
+       Buf& x = buffer(s, "x");
+       Buf& y = buffer(s, "y");
+       enqueue(s.stream(), reads(x), writes(y), [&](StreamRef st) { raw_copy(st, x, y); });
+     }},
+    {"enqueue with buffers last written on other streams", [](Scene& s) {
+       Buf& x = buffer(s, "x", 0);
+       Buf& y = buffer(s, "y", 1);
+       enqueue(s.stream(2), reads(x), writes(y), [&](StreamRef st) { raw_copy(st, x, y); });
+     }},
+    {"enqueue of a pinned buffer read on another stream", [](Scene& s) {
+       Buf& x = buffer(s, "x", 0);
+       PinnedBuffer<float>& p = s.given<PinnedBuffer<float>>("pinned", [] { return PinnedBuffer<float>(n, zeroed); });
+       s.setup([&] { download(s.stream(0), x, p); });
+       enqueue(s.stream(1), reads(p), writes(x), [&](StreamRef st) {
+         check(driver::cu.MemcpyHtoDAsync(x.device_pointer(), p.data(), n * sizeof(float), st.handle()),
+               "cuMemcpyHtoDAsync", Resource::of(ResourceKind::stream, st.handle(), st.device_ordinal()));
+       });
+     }},
+    {"enqueue inside a capture, replayed", [](Scene& s) {
+       Buf& y = buffer(s, "y");
+       StreamRef st = s.stream();
+       Graph g = capture_nonempty(st, [&] { enqueue(st, writes(y), [&](StreamRef h) { raw_fill(h, y, 7); }); });
+       GraphExec exec = g.instantiate();
+       exec.launch(st);
+     }},
+});
+
+// ---- declared work on two devices ----
+const bool declared_work_peer_ops = sweep::add("declared work (two devices)", {
+    {"enqueue of a buffer on another device", [](Scene& s) {
+       StreamRef s1 = s.given<Stream>("stream on device 1", [&] { return Stream(Device::get(1)); }).ref();
+       Buf& there = s.given<Buf>("buffer on device 1", [&] { return Buf(s1, n, zeroed); });
+       Buf& here = buffer(s, "y");
+       enqueue(s.stream(), reads(there), writes(here), [&](StreamRef st) {
+         check(driver::cu.MemcpyPeerAsync(here.device_pointer(), detail::library_context(0), there.device_pointer(),
+                                          detail::library_context(1), n * sizeof(float), st.handle()),
+               "cuMemcpyPeerAsync", Resource::of(ResourceKind::stream, st.handle(), st.device_ordinal()));
+       });
+     },
+     {}, 2},
 });
 
 // ---- the Gpu facade (load and launch) ----

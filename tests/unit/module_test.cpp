@@ -210,14 +210,21 @@ TEST_F(ModuleTest, EmptyModuleSaysSoWhenUsed) {
 TEST_F(ModuleTest, TypedLookupChecksTheSignatureAgainstParameterInfo) {
   fake::FakeImage image;
   image.kernels = {testing::saxpy_kernel(), {"packed", {{4, 4}, {8, 4}}, {}}};
-  Module m = Module::load(dev(), fake::cubin_image(fake::add_image(image)));
+  const int id = fake::add_image(image);
+  Module m = Module::load(dev(), fake::cubin_image(id));
   EXPECT_TRUE(m.kernel<SaxpySig>("saxpy"));
 
-  auto count = message_of<InvalidArgument>([&] { m.kernel<void(float, const float*, float*)>("saxpy"); });
+  // Too few declared: the image's layout says so (the driver would need a failed call).
+  Module stated = Module::load(dev(), fake::cubin_image_with_parameter_info(id));
+  auto count = message_of<InvalidArgument>([&] { stated.kernel<void(float, const float*, float*)>("saxpy"); });
   EXPECT_NE(count.find("kernel 'saxpy' does not match Kernel<void(float, const float*, float*)>: the kernel takes 4 "
                        "parameters (4, 8, 8, 4 bytes), the signature declares 3 (4, 8, 8 bytes)"),
             std::string::npos)
       << count;
+  // Too many declared: the driver says so where the image does not.
+  auto more = message_of<InvalidArgument>([&] { m.kernel<void(float, const float*, float*, int, int)>("saxpy"); });
+  EXPECT_NE(more.find("the kernel takes 4 parameters (4, 8, 8, 4 bytes), the signature declares 5"), std::string::npos)
+      << more;
   auto size = message_of<InvalidArgument>([&] { m.kernel<void(double, const float*, float*, int)>("saxpy"); });
   EXPECT_NE(size.find("parameter #1 is 4 bytes in the kernel, 8 in the signature"), std::string::npos) << size;
   auto offset = message_of<InvalidArgument>([&] { m.kernel<void(int, double)>("packed"); });

@@ -102,6 +102,7 @@ const std::map<std::string, std::string> public_header_layer = {
     {"launch.hpp", "launch"},
     {"occupancy.hpp", "launch"},
     {"declared_work.hpp", "launch"},
+    {"borrowed_kernel.hpp", "launch"},
     {"detail/function_state.hpp", "launch"},
     {"detail/kernel_binding.hpp", "launch"},
     {"graph.hpp", "graph"},
@@ -113,6 +114,9 @@ const std::map<std::string, std::string> public_header_layer = {
     {"cudakit.hpp", "facade"},
     {"interop/runtime.hpp", "facade"},
     {"interop/cccl.hpp", "facade"},
+    {"interop/runtime_kernel.hpp", "facade"},
+    {"interop/cub.hpp", "facade"},
+    {"interop/thrust.hpp", "facade"},
 };
 
 // Upward includes that are known and being removed: {including file, included header}.

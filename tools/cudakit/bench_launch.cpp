@@ -2,7 +2,8 @@
 // typed launch() against cuLaunchKernel with an argument array the application built
 // up front, on kernels with 0, 2 and 8 parameters; the "tracked" variants pass
 // DeviceBuffers (tracked, always on one stream) where the raw side passes the same
-// device pointers. Target: at most 3% more than the raw call (DESIGN 1, 8).
+// device pointers. Target: at most 3% more than the raw call (DESIGN 1, 8). Also the
+// cost of declared work around a raw launch (group "declared work").
 //
 // Both sides launch the same CUfunction (the cudakit module's, through
 // Function::handle()); each side has its own stream, drained between batches.
@@ -39,6 +40,7 @@ namespace {
 using driver::EntryId;
 
 constexpr double launch_target = 1.03;
+constexpr double declared_work_target = 1.02;
 constexpr int launches_per_batch = 2000;
 
 // One block of one thread: the GPU work is nothing, the cost is the submission.
@@ -260,6 +262,27 @@ std::vector<Result> launch_heap_allocations(const Context& c) {
   return {r};
 }
 
+// Declared work: the CPU cost enqueue() adds around outside code on one stream. The outside
+// code is one raw cuLaunchKernel of an empty kernel (what a library call submits at the
+// least); the cudakit side wraps it in enqueue(stream, reads(a, b), writes(c), ...), the
+// raw side makes the same launch bare. On one stream the declarations record and wait for
+// nothing: what is measured is the checks (stream, poison, capture, current context) and
+// three single-stream tracker compares. Target: at most 2% over the bare launch.
+std::vector<Result> declared_work_around_a_launch(const Context& c) {
+  LaunchSetup s(c);
+  const CUfunction empty = s.module.function("empty_kernel").handle();
+  const StreamRef stream = s.stream;
+  DeviceBuffer<float> a(s.stream, 256, zeroed), b(s.stream, 256, zeroed);
+  s.stream.synchronize();
+  auto launch_kernel = s.launch_kernel;
+  auto raw_call = [launch_kernel, empty](CUstream h) {
+    check_raw(launch_kernel(empty, 1, 1, 1, 1, 1, 1, 0, h, nullptr, nullptr), "cuLaunchKernel");
+  };
+  auto samples = s.time(c, [&] { enqueue(stream, reads(a, b), writes(s.buffer), raw_call); }, empty, nullptr);
+  return {cost_result("declared work around a raw launch, 3 buffers, one stream", "declared work", samples,
+                      declared_work_target)};
+}
+
 CUDAKIT_BENCHMARK("launch, 0 args", "launch", QuickRun::skip, launch_0_args);
 CUDAKIT_BENCHMARK("launch, 2 args", "launch", QuickRun::include, launch_2_args);
 CUDAKIT_BENCHMARK("launch, 2 args, tracked buffer", "launch", QuickRun::skip, launch_2_args_tracked);
@@ -269,6 +292,8 @@ CUDAKIT_BENCHMARK("launch with an attribute, 0 args", "launch", QuickRun::skip, 
 CUDAKIT_BENCHMARK("launch, 0 args, beside cuLaunchKernelEx", "launch", QuickRun::skip,
                   launch_beside_launch_kernel_ex);
 CUDAKIT_BENCHMARK("launch heap allocations", "launch", QuickRun::skip, launch_heap_allocations);
+CUDAKIT_BENCHMARK("declared work around a raw launch, 3 buffers, one stream", "declared work", QuickRun::skip,
+                  declared_work_around_a_launch);
 
 }  // namespace
 }  // namespace cudakit::tool::bench

@@ -71,10 +71,12 @@ struct CUDAKIT_API FunctionState {
   // multiprocessor, the last answer, packed in one word (threads:12 | shared:24 | blocks:16 | valid:1).
   std::atomic<std::uint64_t> cooperative_cache{0};
 
-  // cuFuncGetParamInfo (CUDA 12.4+), read once: parameters_state and parameters are
-  // written under parameters_mutex, then published by parameters_ready (release). Not a
-  // std::call_once: a failed read throws, and ThreadSanitizer's pthread_once is not
-  // exception-safe (under TSan, the call after a failed read hangs).
+  // The kernel's parameters: from its image when the image states them (set_parameters,
+  // before the state is shared), else read once through cuFuncGetParamInfo (CUDA 12.4+).
+  // parameters_state and parameters are written under parameters_mutex, then published by
+  // parameters_ready (release). Not a std::call_once: a failed read throws, and
+  // ThreadSanitizer's pthread_once is not exception-safe (under TSan,
+  // the call after a failed read hangs).
   std::atomic<bool> parameters_ready{false};
   std::mutex parameters_mutex;
   ParameterInfoState parameters_state = ParameterInfoState::unknown;
@@ -85,6 +87,10 @@ struct CUDAKIT_API FunctionState {
 /// current): reads the device's limits and the kernel's attributes.
 CUDAKIT_API void init_function_state(FunctionState& state, CUfunction function, int device, CUcontext context, std::string name,
                          std::string label);
+
+/// Records the kernel's parameters as its image states them (parameter_layout.hpp), so no
+/// driver call is needed for them. Only before `state` is shared with other threads.
+CUDAKIT_API void set_parameters(FunctionState& state, std::vector<ParameterInfo> parameters);
 
 /// The kernel's parameters; throws FeatureUnavailable on drivers before 12.4.
 CUDAKIT_API const std::vector<ParameterInfo>& parameters_of(FunctionState& state);

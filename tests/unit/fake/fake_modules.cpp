@@ -630,7 +630,73 @@ std::vector<unsigned char> cubin_image(int id, int arch, int abi) {
   return b;
 }
 
-std::vector<unsigned char> fatbin_image(int id, const std::vector<int>& machine_code, const std::vector<int>& ptx) {
+std::vector<unsigned char> cubin_image_with_parameter_info(int id, int arch) {
+  std::vector<unsigned char> b = cubin_image(id, arch);
+  std::vector<FakeKernel> kernels;
+  {
+    std::lock_guard l(D().mutex);
+    kernels = S().images.at(static_cast<std::size_t>(id))->kernels;
+  }
+  // Sections after the marker, each 8-aligned: the section names, then one .nv.info.<kernel>
+  // per kernel with an EIATTR_KPARAM_INFO record per parameter (listed last to first, as
+  // nvcc writes them) and the total (EIATTR_CBANK_PARAM_SIZE).
+  auto align8 = [&] { b.resize((b.size() + 7) / 8 * 8, 0); };
+  b.resize(static_cast<std::size_t>(get<std::uint64_t>(b.data(), 40)));  // drop the empty header table
+  std::string names(1, '\0');
+  std::vector<std::pair<std::uint32_t, std::pair<std::size_t, std::size_t>>> sections;  // name, (offset, size)
+  names += ".shstrtab";
+  names += '\0';
+  for (const FakeKernel& k : kernels) {
+    std::vector<unsigned char> info;
+    std::size_t at = 0;
+    std::vector<std::pair<std::size_t, std::size_t>> offsets;  // offset, size
+    for (const FakeParam& p : k.params) {
+      at = (at + p.align - 1) / p.align * p.align;
+      offsets.push_back({at, p.size});
+      at += p.size;
+    }
+    for (std::size_t i = offsets.size(); i-- > 0;) {
+      std::vector<unsigned char> r(16, 0);
+      r[0] = 4;  // a size value
+      r[1] = 0x17;
+      put16(r, 2, 12);
+      put16(r, 8, static_cast<std::uint16_t>(i));
+      put16(r, 10, static_cast<std::uint16_t>(offsets[i].first));
+      put32(r, 12, static_cast<std::uint32_t>(offsets[i].second << 18) | 0x1f000u);
+      info.insert(info.end(), r.begin(), r.end());
+    }
+    if (at > 0) info.insert(info.end(), {3, 0x19, static_cast<unsigned char>(at & 0xff), static_cast<unsigned char>(at >> 8)});
+    align8();
+    sections.push_back({static_cast<std::uint32_t>(names.size()), {b.size(), info.size()}});
+    names += ".nv.info." + k.name;
+    names += '\0';
+    b.insert(b.end(), info.begin(), info.end());
+  }
+  align8();
+  std::size_t names_at = b.size();
+  b.insert(b.end(), names.begin(), names.end());
+  align8();
+  std::size_t table = b.size();
+  std::size_t count = 2 + sections.size();
+  b.resize(table + 64 * count, 0);
+  auto header = [&](std::size_t index, std::uint32_t name, std::uint32_t type, std::size_t offset, std::size_t size) {
+    std::size_t h = table + 64 * index;
+    put32(b, h, name);
+    put32(b, h + 4, type);
+    put64(b, h + 24, offset);
+    put64(b, h + 32, size);
+  };
+  header(1, 1, 3, names_at, names.size());  // SHT_STRTAB
+  for (std::size_t i = 0; i < sections.size(); ++i)
+    header(2 + i, sections[i].first, 0x70000000u, sections[i].second.first, sections[i].second.second);
+  put64(b, 40, table);
+  put16(b, 60, static_cast<std::uint16_t>(count));
+  put16(b, 62, 1);
+  return b;
+}
+
+std::vector<unsigned char> fatbin_image(int id, const std::vector<int>& machine_code, const std::vector<int>& ptx,
+                                        bool parameter_info) {
   std::vector<unsigned char> entries;
   auto add = [&](std::uint16_t kind, int arch, std::vector<unsigned char> payload) {
     payload.resize((payload.size() + 1 + 7) / 8 * 8, 0);  // NUL-terminated, padded
@@ -645,7 +711,8 @@ std::vector<unsigned char> fatbin_image(int id, const std::vector<int>& machine_
     entries.insert(entries.end(), payload.begin(), payload.end());
   };
   for (int arch : ptx) add(1, arch, ptx_image(id, arch));
-  for (int arch : machine_code) add(2, arch, cubin_image(id, arch));
+  for (int arch : machine_code)
+    add(2, arch, parameter_info ? cubin_image_with_parameter_info(id, arch) : cubin_image(id, arch));
   std::vector<unsigned char> b(16, 0);
   put32(b, 0, 0xBA55ED50u);
   put16(b, 4, 1);

@@ -84,7 +84,12 @@ int add_image(FakeImage image);
 /// the low byte), a fatbin with machine code and PTX entries for the given architectures.
 std::vector<unsigned char> ptx_image(int id, int target = 90);
 std::vector<unsigned char> cubin_image(int id, int arch = 90, int abi = 8);
-std::vector<unsigned char> fatbin_image(int id, const std::vector<int>& machine_code, const std::vector<int>& ptx);
+/// A cubin that also states its kernels' parameter layouts, as nvcc writes them (a
+/// `.nv.info.<kernel>` section per kernel with its EIATTR_KPARAM_INFO records).
+std::vector<unsigned char> cubin_image_with_parameter_info(int id, int arch = 90);
+/// `parameter_info`: its cubins state the layouts (as above).
+std::vector<unsigned char> fatbin_image(int id, const std::vector<int>& machine_code, const std::vector<int>& ptx,
+                                        bool parameter_info = false);
 
 /// Every launch so far, oldest first.
 std::vector<FakeLaunch> launches();
