@@ -373,3 +373,12 @@ TEST(SourceScan, DriverTableHasNoSynchronousCopiesOrMemsets) {
 }
 
 }  // namespace
+
+// Shared machines: NVLink multicast can take a host's GPUs out of service, so cudakit never
+// makes a multicast object (docs/multi-gpu.md), and NCCL is kept from using it
+// (NCCL_NVLS_ENABLE=0, nccl_communicator_test.cpp).
+TEST(SourceScan, NoMulticastObjectIsEverMade) {
+  for (const auto& info : cudakit::driver::entry_infos)
+    EXPECT_EQ(std::string(info.name).find("Multicast"), std::string::npos) << info.name << " is in the driver table";
+  for (const auto& f : library_sources()) EXPECT_EQ(f.text.find("MulticastCreate"), std::string::npos) << f.path;
+}
