@@ -29,23 +29,24 @@
 #include <chrono>
 #include <string>
 
+#include "cudakit/export.hpp"
 #include "cudakit/nccl_communicator.hpp"
 
 namespace cudakit::nccl {
 
 /// The id of a job, from rank 0 over TCP (see above). `address` is "host:port" (rank 0's
 /// host name or IP address; IPv4 or [IPv6]). Rank 0 generates the id (UniqueId::generate).
-UniqueId tcp_rendezvous(const std::string& address, int rank, int ranks, std::chrono::milliseconds timeout);
+CUDAKIT_API UniqueId tcp_rendezvous(const std::string& address, int rank, int ranks, std::chrono::milliseconds timeout);
 
 /// The id of a job, through a file every rank can read (see above).
-UniqueId file_rendezvous(const std::string& path, int rank, int ranks, std::chrono::milliseconds timeout);
+CUDAKIT_API UniqueId file_rendezvous(const std::string& path, int rank, int ranks, std::chrono::milliseconds timeout);
 
 /// The same rendezvous with an id that rank 0 already has (`id` is ignored elsewhere):
 /// for callers that make the id themselves, and for tests.
-UniqueId tcp_rendezvous(const std::string& address, int rank, int ranks, std::chrono::milliseconds timeout,
-                        const UniqueId& id);
+CUDAKIT_API UniqueId tcp_rendezvous(const std::string& address, int rank, int ranks, std::chrono::milliseconds timeout,
+                                    const UniqueId& id);
 /// As tcp_rendezvous with a given id, through a file.
-UniqueId file_rendezvous(const std::string& path, int rank, int ranks, std::chrono::milliseconds timeout,
-                         const UniqueId& id);
+CUDAKIT_API UniqueId file_rendezvous(const std::string& path, int rank, int ranks, std::chrono::milliseconds timeout,
+                                     const UniqueId& id);
 
 }  // namespace cudakit::nccl

@@ -28,6 +28,7 @@
 #include "cudakit/declared_work.hpp"
 #include "cudakit/device_buffer.hpp"
 #include "cudakit/device_span.hpp"
+#include "cudakit/export.hpp"
 #include "cudakit/nccl_communicator.hpp"
 
 struct __half;          // cuda_fp16.h
@@ -95,12 +96,12 @@ struct Collective {
 };
 
 /// Checks the communicator, the stream, the devices, the root or peer; throws.
-void check_collective(const Communicator& comm, StreamRef stream, const Collective& c);
+CUDAKIT_API void check_collective(const Communicator& comm, StreamRef stream, const Collective& c);
 /// InvalidArgument: "<what>: <a_words> has <a> elements, <b_words> <b>" unless a == b.
-void require_count(const char* what, const char* a_words, std::size_t a, const char* b_words, std::size_t b);
+CUDAKIT_API void require_count(const char* what, const char* a_words, std::size_t a, const char* b_words, std::size_t b);
 /// The NCCL call on `stream` (its context current), the capture's hold on the
 /// communicator, and the watch of the stream (nccl_communicator.hpp).
-void submit_collective(const Communicator& comm, StreamRef stream, const Collective& c);
+CUDAKIT_API void submit_collective(const Communicator& comm, StreamRef stream, const Collective& c);
 
 template <class T>
 DeviceSpan<const T> read_view(const DeviceBuffer<T>& b) noexcept {

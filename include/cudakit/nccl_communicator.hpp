@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "cudakit/device.hpp"
+#include "cudakit/export.hpp"
 #include "cudakit/nccl_error.hpp"
 #include "cudakit/stream.hpp"
 
@@ -53,14 +54,14 @@ namespace cudakit::nccl {
 
 /// The version of the NCCL library cudakit uses, as NCCL encodes it (22809 for 2.28.9).
 /// Loads NCCL on first use: NcclUnavailable when it cannot be found.
-int version();
+CUDAKIT_API int version();
 /// "2.28.9".
-std::string version_string();
+CUDAKIT_API std::string version_string();
 /// The file NCCL was loaded from (loads it; NcclUnavailable without it).
-std::string library_path();
+CUDAKIT_API std::string library_path();
 
 /// The 128 opaque bytes that let every rank of a job find the others (ncclUniqueId).
-struct UniqueId {
+struct CUDAKIT_API UniqueId {
   std::array<unsigned char, 128> bytes{};
 
   /// A fresh id (ncclGetUniqueId, on rank 0): NCCL opens its bootstrap listener now, so
@@ -89,7 +90,7 @@ struct CommState;
 
 /// One rank's communicator (see above). Move-only; empty when default-constructed,
 /// moved from, or split off with no_color.
-class Communicator {
+class CUDAKIT_API Communicator {
  public:
   /// The color that leaves a rank out of a split (NCCL_SPLIT_NOCOLOR).
   static constexpr int no_color = -1;
@@ -151,9 +152,9 @@ class Communicator {
 };
 
 namespace detail {
-void group_begin();
-void group_end();
-void group_abandon() noexcept;
+CUDAKIT_API void group_begin();
+CUDAKIT_API void group_end();
+CUDAKIT_API void group_abandon() noexcept;
 }  // namespace detail
 
 /// Runs `work` inside one NCCL group (ncclGroupStart / ncclGroupEnd): the collectives and

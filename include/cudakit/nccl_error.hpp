@@ -13,19 +13,20 @@
 #include <vector>
 
 #include "cudakit/error.hpp"
+#include "cudakit/export.hpp"
 
 namespace cudakit::nccl {
 
 /// NCCL cannot be used: no libnccl.so.2 was found, it is older than 2.18, or it lacks an
 /// entry a feature needs. The message names every place tried (or the missing entry).
-class NcclUnavailable : public Error {
+class CUDAKIT_API NcclUnavailable : public Error {
  public:
   /// what() is the whole message.
   using Error::Error;
 };
 
 /// An NCCL call failed, or a communicator reported an asynchronous error.
-class NcclError : public Error {
+class CUDAKIT_API NcclError : public Error {
  public:
   /// `operation` is the NCCL call ("ncclAllReduce"); `rank` and `ranks` the
   /// communicator's (-1 when it has none yet); `last_error` ncclGetLastError's text.
@@ -58,7 +59,7 @@ class NcclError : public Error {
 /// did not finish in time. The communicator was aborted (ncclCommAbort) and every later
 /// use of it throws this error again. result() is ncclInProgress (7) for a call that was
 /// still in progress.
-class NcclTimeout : public NcclError {
+class CUDAKIT_API NcclTimeout : public NcclError {
  public:
   /// As NcclError.
   using NcclError::NcclError;
@@ -66,7 +67,7 @@ class NcclTimeout : public NcclError {
 
 /// A rendezvous (bootstrap.hpp) could not gather every rank in time, or a rank could not
 /// reach rank 0. missing_ranks() lists the ranks that did not arrive, where rank 0 knew.
-class BootstrapError : public Error {
+class CUDAKIT_API BootstrapError : public Error {
  public:
   /// `missing` are the ranks that did not arrive (may be empty).
   BootstrapError(std::string message, std::vector<int> missing = {})
@@ -79,6 +80,6 @@ class BootstrapError : public Error {
 };
 
 /// "ncclInvalidUsage" for 5; "ncclResult 42" for a value NCCL does not define.
-std::string result_name(int result);
+CUDAKIT_API std::string result_name(int result);
 
 }  // namespace cudakit::nccl

@@ -19,12 +19,13 @@
 
 #include "cudakit/device_buffer.hpp"
 #include "cudakit/device_span.hpp"
+#include "cudakit/export.hpp"
 #include "cudakit/nccl_communicator.hpp"
 
 namespace cudakit::nccl {
 
 /// A buffer registered with a communicator (see above). Move-only.
-class Registration {
+class CUDAKIT_API Registration {
  public:
   /// Nothing registered.
   Registration() = default;

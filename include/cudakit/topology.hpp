@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cudakit/device.hpp"
+#include "cudakit/export.hpp"
 
 namespace cudakit {
 
@@ -28,7 +29,7 @@ enum class LinkKind {
 };
 
 /// "NVLink", "PCIe", "none" or "unknown".
-const char* to_string(LinkKind kind) noexcept;
+CUDAKIT_API const char* to_string(LinkKind kind) noexcept;
 
 /// How device `from` reaches device `to` (one direction).
 struct PeerLink {
@@ -53,7 +54,7 @@ struct DevicePlacement {
 };
 
 /// Every device's placement and every ordered pair's link.
-struct Topology {
+struct CUDAKIT_API Topology {
   std::vector<DevicePlacement> devices;  // by ordinal
   std::vector<PeerLink> links;           // every (from, to) with from != to, from-major order
 
@@ -63,12 +64,12 @@ struct Topology {
 };
 
 /// How `from` reaches `to`; InvalidArgument when they are the same device.
-PeerLink peer_link(Device from, Device to);
+CUDAKIT_API PeerLink peer_link(Device from, Device to);
 
 /// Where `device` sits (PCI address and NUMA nodes).
-DevicePlacement placement(Device device);
+CUDAKIT_API DevicePlacement placement(Device device);
 
 /// The whole machine as this process sees it (after CUDA_VISIBLE_DEVICES).
-Topology topology();
+CUDAKIT_API Topology topology();
 
 }  // namespace cudakit
