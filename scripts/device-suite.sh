@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The whole GPU cycle in one call (run on the GPU machine, from the repo root):
 #   info, the device test suite (CUDAKIT_REQUIRE_GPU=1: a skip is a failure), the
-#   examples, cudakit doctor (text and --json), the doctor and the examples again with
-#   CUDA_FORCE_PTX_JIT=1 (the kernels' PTX path), cudakit bench (--json --plot), the
-#   peers' script, and compute-sanitizer over the device suite.
+#   examples, the multi-process NCCL example and `cudakit bench --filter nccl`, cudakit
+#   doctor (text and --json), the doctor and the examples again with CUDA_FORCE_PTX_JIT=1
+#   (the kernels' PTX path), cudakit bench (--json --plot), the peers' script, and
+#   compute-sanitizer over the device suite. NVLink multicast stays off
+#   (NCCL_NVLS_ENABLE=0) throughout.
 # Binaries come from a bundle built elsewhere (scripts/make-bundle.sh), so the GPU
 # machine spends no time compiling. Full logs go to $OUT (logs.tgz plus the key files);
 # a short summary is printed last.
 #
 #   scripts/device-suite.sh [--bundle DIR] [--skip STAGE]... [--only STAGE]...
-#   stages: info tests examples sanitize-examples doctor ptx-jit bench peers sanitize
+#   stages: info tests examples sanitize-examples nccl doctor ptx-jit bench peers sanitize
 set -uo pipefail
 
 bundle=build/device-bundle
@@ -28,6 +30,7 @@ out=${OUT:-/tmp/cudakit-device-out}
 logs=$out/logs
 mkdir -p "$logs"
 export CUDAKIT_REQUIRE_GPU=1
+export NCCL_NVLS_ENABLE=0  # shared machines: NVLink multicast stays off (docs/multi-gpu.md)
 export LD_LIBRARY_PATH=$bundle/lib:${LD_LIBRARY_PATH:-}
 summary=$out/summary.txt
 : >"$summary"
@@ -86,6 +89,20 @@ if want sanitize-examples && command -v compute-sanitizer >/dev/null; then
     note "compute-sanitizer (default settings) example $name: exit $rc, ${errors:-no summary} errors"
     grep -m3 -E '^========= (Program hit|Invalid|Error|  Saved host backtrace)' "$log" | sed 's/^/  /' | tee -a "$summary"
   done
+fi
+
+if want nccl; then
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  [ "${gpus:-0}" -ge 1 ] || gpus=1
+  timeout 300 scripts/run-data-parallel.sh "$gpus" "$bundle/examples/data_parallel_rank" >"$logs/nccl_processes.txt" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  note "nccl: $gpus-process data-parallel step: exit $rc; $(tail -1 "$logs/nccl_processes.txt")"
+  timeout 300 "$bundle/cudakit" bench --filter nccl --json "$out/bench_nccl.json" >"$logs/bench_nccl.txt" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  note "nccl: cudakit bench --filter nccl: exit $rc"
+  grep -E 'nccl|peer copy' "$logs/bench_nccl.txt" | head -40 >>"$summary"
 fi
 
 # The doctor's "modules" line says which code the GPU ran from the embedded kernels:
@@ -149,12 +166,12 @@ if want sanitize && command -v compute-sanitizer >/dev/null; then
   # leaves out PoisonedContextTest, whose child process writes through a bad address on
   # purpose (memcheck would report it, and the sanitizer follows children).
   base_filter=${SANITIZE_FILTER:-'*'}
-  exclude='*Poison*'
+  exclude='*Poison*:*Nccl*'  # NCCL's own kernels are not cudakit's to check; its tests spawn processes
   # 4 at a time: with 8 memcheck and racecheck processes at once, stream creation ran out
   # of device memory (CUDA_ERROR_OUT_OF_MEMORY in 12 tests on an H200).
   jobs=${SANITIZE_JOBS:-4}
   limit=${SANITIZE_TIMEOUT:-300}
-  suites=$("$bundle/cudakit_device_tests" --gtest_list_tests --gtest_filter="$base_filter" | grep -E '^[A-Za-z][^ ]*\.$' | sed 's/\.$//' | grep -v Poison)
+  suites=$("$bundle/cudakit_device_tests" --gtest_list_tests --gtest_filter="$base_filter" | grep -E '^[A-Za-z][^ ]*\.$' | sed 's/\.$//' | grep -v Poison | grep -v Nccl)
   plan=$logs/sanitize_plan.txt
   : >"$plan"
   for tool in memcheck racecheck synccheck initcheck; do

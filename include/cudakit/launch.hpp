@@ -64,8 +64,16 @@ CUDAKIT_API void check_launch_config(FunctionState& function, const LaunchConfig
 CUDAKIT_API void submit_launch(const FunctionState& function, StreamRef stream, const LaunchConfig& config, void** params);
 /// An untyped launch's arguments against the kernel's parameter info (count and sizes).
 CUDAKIT_API void check_untyped_arguments(FunctionState& function, std::span<const std::size_t> sizes);
-[[noreturn]] CUDAKIT_API void throw_buffer_on_other_device(const FunctionState& function, std::size_t position, int buffer_device,
-                                               int stream_device);
+/// A buffer argument of another device than the launch's: accepted when peer access from
+/// the launch's device to the buffer's is enabled (enable_peer_access), so the kernel
+/// reads it through the link and the buffer orders the launch like any other stream's
+/// use (DESIGN 5); otherwise InvalidArgument naming the argument and both devices.
+CUDAKIT_API void require_peer_buffer(const FunctionState& function, std::size_t position, int buffer_device,
+                                     int stream_device);
+/// The use of a peer buffer (another device's, require_peer_buffer accepted it): ordered
+/// like any use, after which the launch's device context is current again (ordering may
+/// record an event in the buffer's device's context).
+CUDAKIT_API void use_peer_buffer(const FunctionState& function, Allocation* allocation, StreamRef stream, Access access);
 
 template <class... T>
 struct type_list {};
@@ -80,16 +88,21 @@ void check_buffer_device(const FunctionState& f, std::size_t position, const Arg
   if constexpr (is_buffer_binding(B)) {
     int d = arg.device_ordinal();
     if (d >= 0 && d != stream.device_ordinal()) [[unlikely]]
-      throw_buffer_on_other_device(f, position, d, stream.device_ordinal());
+      require_peer_buffer(f, position, d, stream.device_ordinal());
   }
 }
 
 // DESIGN 5: the tracker hears of the access before the driver sees the launch.
 template <Binding B, class Arg>
-void use_buffer(const Arg& arg, StreamRef stream) {
+void use_buffer(const FunctionState& f, const Arg& arg, StreamRef stream) {
   if constexpr (is_buffer_binding(B)) {
-    if (Allocation* a = arg.allocation())
-      a->use(stream, B == Binding::buffer_write ? Access::write : Access::read);
+    if (Allocation* a = arg.allocation()) {
+      const Access access = B == Binding::buffer_write ? Access::write : Access::read;
+      if (a->device == stream.device_ordinal()) [[likely]]
+        a->use(stream, access);
+      else
+        use_peer_buffer(f, a, stream, access);
+    }
   }
 }
 
@@ -99,7 +112,7 @@ void launch_bound(std::type_identity<void(Params...)>, std::index_sequence<I...>
   // Args are the caller's argument types as lvalue references: constness is kept.
   (check_buffer_device<binding<Params, Args>()>(f, I + 1, args, stream), ...);
   std::tuple<Params...> values{bind_argument<binding<Params, Args>(), Params>(args)...};
-  (use_buffer<binding<Params, Args>()>(args, stream), ...);
+  (use_buffer<binding<Params, Args>()>(f, args, stream), ...);
   if constexpr (sizeof...(Params) == 0) {
     submit_launch(f, stream, config, nullptr);
   } else {

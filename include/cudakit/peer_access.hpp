@@ -23,6 +23,10 @@ namespace cudakit {
 /// Costs one relaxed load after the first call for a pair.
 CUDAKIT_API void enable_peer_access(Device from, Device to);
 
+/// Whether enable_peer_access(from, to) succeeded in this process, or copies between the
+/// two enabled it (one atomic load; false for the same device).
+CUDAKIT_API bool peer_access_enabled(int from, int to) noexcept;
+
 namespace detail {
 /// Enables peer access both ways between two devices where possible, once per pair;
 /// quietly leaves pairs that cannot be enabled to the driver's staged peer copies.

@@ -56,6 +56,8 @@ void enable_peer_access(Device from, Device to) {
   check(enable_once(f, t), cu.CtxEnablePeerAccess.name(), res);
 }
 
+bool peer_access_enabled(int from, int to) noexcept { return valid_pair(from, to) && state_of(from, to) == enabled; }
+
 namespace detail {
 
 void enable_peer_access_for_copies(int a, int b) {

@@ -2,10 +2,12 @@
 
 #include <vector>
 
+#include "cudakit/context.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "driver/checked_call.hpp"
 #include "launch/driver_launch_config.hpp"
+#include "cudakit/peer_access.hpp"
 #include "launch/module_loading.hpp"
 
 namespace cudakit {
@@ -229,10 +231,17 @@ void check_untyped_arguments(FunctionState& f, std::span<const std::size_t> size
                     std::to_string((*params)[i].size) + " bytes");
 }
 
-void throw_buffer_on_other_device(const FunctionState& f, std::size_t position, int buffer_device, int stream_device) {
+void use_peer_buffer(const FunctionState& f, Allocation* allocation, StreamRef stream, Access access) {
+  allocation->use(stream, access);
+  ContextRef(f.context, f.device).make_current();
+}
+
+void require_peer_buffer(const FunctionState& f, std::size_t position, int buffer_device, int stream_device) {
+  if (peer_access_enabled(stream_device, buffer_device)) return;
   refuse(f, "argument #" + std::to_string(position) + " is a buffer on device " + std::to_string(buffer_device) +
                 ", but the launch runs on device " + std::to_string(stream_device) +
-                " (pass a raw pointer to use peer memory, ordered by hand)");
+                " (enable_peer_access(device " + std::to_string(stream_device) + ", device " +
+                std::to_string(buffer_device) + ") lets its kernels use that memory)");
 }
 
 }  // namespace detail
@@ -259,11 +268,14 @@ void launch(StreamRef stream, const Function& function, const LaunchConfig& conf
     sizes[i] = entries[i].size;
     pointers[i] = args.value_pointer(i);
     if (entries[i].allocation != nullptr && entries[i].device != stream.device_ordinal())
-      detail::throw_buffer_on_other_device(f, i + 1, entries[i].device, stream.device_ordinal());
+      detail::require_peer_buffer(f, i + 1, entries[i].device, stream.device_ordinal());
   }
   detail::check_untyped_arguments(f, std::span<const std::size_t>(sizes, entries.size()));
   for (const auto& e : entries)  // DESIGN 5: before the driver sees the launch
-    if (e.allocation != nullptr) e.allocation->use(stream, e.access);
+    if (e.allocation != nullptr) {
+      if (e.device == stream.device_ordinal()) e.allocation->use(stream, e.access);
+      else detail::use_peer_buffer(f, e.allocation, stream, e.access);
+    }
   detail::submit_launch(f, stream, config, entries.empty() ? nullptr : pointers);
 }
 

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "child_process.hpp"
 #include "gpu_fixture.hpp"
 
 #ifdef CUDAKIT_HAVE_TEST_KERNELS
@@ -48,7 +49,9 @@ extern char** environ;
 namespace cudakit {
 namespace {
 
+using testing::ChildResult;
 using testing::GpuTest;
+using testing::run_this_test_as_child;
 
 constexpr const char* child_test = "PoisonChild.DISABLED_RunsTheScenario";
 constexpr const char* download_child_test = "PoisonChild.DISABLED_ADownloadReportsTheFault";
@@ -229,105 +232,8 @@ TEST_F(PoisonChild, DISABLED_ADownloadReportsTheFault) {
 
 // ---- the parent ----
 
-struct ChildResult {
-  bool timed_out = false;
-  int status = 0;
-  std::string output;
-};
-
-// Runs this binary again as the child (stdout and stderr into one pipe), reading its
-// output until it exits or `timeout_s` passes (then it is killed).
-ChildResult run_child(const char* test, int timeout_s) {
-  ChildResult result;
-  char self[4096];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) {
-    ADD_FAILURE() << "cannot find this binary: readlink(/proc/self/exe): " << std::strerror(errno);
-    return result;
-  }
-  self[len] = '\0';
-  int fds[2];
-  if (pipe(fds) != 0) {
-    ADD_FAILURE() << "pipe: " << std::strerror(errno);
-    return result;
-  }
-  // The child's environment: the parent's (CUDAKIT_REQUIRE_GPU, CUDA_VISIBLE_DEVICES, ...)
-  // less gtest's own variables (GTEST_OUTPUT would make it overwrite the parent's report),
-  // plus the switch that lets the child-only test run.
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e)
-    if (std::strncmp(*e, "GTEST_", 6) != 0 && std::strncmp(*e, child_env, std::strlen(child_env)) != 0)
-      env_strings.emplace_back(*e);
-  env_strings.push_back(std::string(child_env) + "=1");
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string filter = std::string("--gtest_filter=") + test;
-  std::string also = "--gtest_also_run_disabled_tests", color = "--gtest_color=no";
-  char* argv[] = {self, filter.data(), also.data(), color.data(), nullptr};
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  posix_spawn_file_actions_addclose(&actions, fds[1]);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, self, &actions, nullptr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    ADD_FAILURE() << "posix_spawn " << self << ": " << std::strerror(rc);
-    return result;
-  }
-
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  auto left_ms = [&] {
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    return static_cast<int>(std::max<long long>(ms, 0));
-  };
-  bool open = true, exited = false;
-  while (!exited) {
-    if (open) {
-      pollfd p{fds[0], POLLIN, 0};
-      int r = poll(&p, 1, std::min(left_ms(), 200));
-      if (r > 0) {
-        char buf[4096];
-        ssize_t got = read(fds[0], buf, sizeof buf);
-        if (got > 0) result.output.append(buf, static_cast<std::size_t>(got));
-        else if (got == 0 || (errno != EINTR && errno != EAGAIN)) open = false;
-      }
-    } else {
-      usleep(20000);
-    }
-    // The child may close its output and still hang (in a destructor at exit): wait
-    // for the exit itself, against the same deadline.
-    int status = 0;
-    pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) {
-      exited = true;
-      result.status = status;
-    } else if (left_ms() == 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      result.timed_out = true;
-      result.status = status;
-      exited = true;
-    }
-  }
-  // What the child wrote just before exiting.
-  for (;;) {
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, 0) <= 0) break;
-    char buf[4096];
-    ssize_t got = read(fds[0], buf, sizeof buf);
-    if (got <= 0) break;
-    result.output.append(buf, static_cast<std::size_t>(got));
-  }
-  close(fds[0]);
-  return result;
-}
+// Runs this binary again as the child (child_process.hpp).
+ChildResult run_child(const char* test, int timeout_s) { return run_this_test_as_child(test, child_env, timeout_s); }
 
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;

@@ -77,6 +77,7 @@ const std::map<std::string, std::string> public_header_layer = {
     {"device.hpp", "device"},
     {"context.hpp", "device"},
     {"peer_access.hpp", "device"},
+    {"topology.hpp", "device"},
     {"stream.hpp", "stream"},
     {"event.hpp", "stream"},
     {"detail/stream_state.hpp", "stream"},
@@ -110,6 +111,13 @@ const std::map<std::string, std::string> public_header_layer = {
     {"graph_cache.hpp", "graph"},
     {"capture.hpp", "graph"},
     {"detail/node_arguments.hpp", "graph"},
+    {"nccl_error.hpp", "libraries"},
+    {"nccl_communicator.hpp", "libraries"},
+    {"nccl_collectives.hpp", "libraries"},
+    {"nccl_registration.hpp", "libraries"},
+    {"nccl_mpi.hpp", "libraries"},
+    {"bootstrap.hpp", "libraries"},
+    {"nccl.hpp", "libraries"},
     {"gpu.hpp", "facade"},
     {"cudakit.hpp", "facade"},
     {"interop/runtime.hpp", "facade"},
@@ -466,3 +474,12 @@ TEST(SourceScan, DriverTableHasNoSynchronousCopiesOrMemsets) {
 }
 
 }  // namespace
+
+// Shared machines: NVLink multicast can take a host's GPUs out of service, so cudakit never
+// makes a multicast object (docs/multi-gpu.md), and NCCL is kept from using it
+// (NCCL_NVLS_ENABLE=0, nccl_communicator_test.cpp).
+TEST(SourceScan, NoMulticastObjectIsEverMade) {
+  for (const auto& info : cudakit::driver::entry_infos)
+    EXPECT_EQ(std::string(info.name).find("Multicast"), std::string::npos) << info.name << " is in the driver table";
+  for (const auto& f : library_sources()) EXPECT_EQ(f.text.find("MulticastCreate"), std::string::npos) << f.path;
+}

@@ -105,6 +105,22 @@ TEST_F(CommandLineTest, InfoJsonIsOneDocumentWithTheVersionAndEveryDevice) {
   EXPECT_EQ(r.err, "");
 }
 
+TEST_F(CommandLineTest, InfoShowsTheTopologyAsTextAndJson) {
+  Ran r = run({"info"});
+  EXPECT_EQ(r.code, exit_ok) << r.err;
+  EXPECT_NE(r.out.find("topology (from -> to: peer access, performance rank (0 best), native atomics, link):"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    0 -> 1  access yes  rank 0  atomics yes  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    numa                host node 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nnccl: "), std::string::npos) << r.out;
+  json doc = parsed(run({"info", "--json"}).out);
+  ASSERT_EQ(doc["topology"]["links"].size(), 2u);
+  EXPECT_EQ(doc["topology"]["links"][1]["from"], 1);
+  EXPECT_EQ(doc["topology"]["links"][1]["peer_access"], true);
+  EXPECT_EQ(doc["devices"][1]["placement"]["pci_bus"], 0x1a);
+  EXPECT_TRUE(doc["nccl"].contains("available"));
+}
+
 TEST_F(CommandLineTest, ADeviceThatDoesNotExistExitsThreeNamingTheDevicesThereAre) {
   Ran r = run({"info", "--device", "5"});
   EXPECT_EQ(r.code, exit_usage);

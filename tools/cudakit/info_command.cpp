@@ -22,6 +22,56 @@ struct InfoOptions {
 
 std::string mib(std::size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
+nlohmann::ordered_json placement_json(const DevicePlacement& p) {
+  return {{"pci_domain", p.pci_domain},
+          {"pci_bus", p.pci_bus},
+          {"pci_device", p.pci_device},
+          {"host_numa_node", p.host_numa_node},
+          {"memory_numa_node", p.memory_numa_node}};
+}
+
+// Every ordered pair of GPUs: what the driver says of the link (and NVML of its kind).
+nlohmann::ordered_json links_json(const Topology& t) {
+  nlohmann::ordered_json links = nlohmann::ordered_json::array();
+  for (const PeerLink& l : t.links)
+    links.push_back({{"from", l.from},
+                     {"to", l.to},
+                     {"peer_access", l.access},
+                     {"performance_rank", l.performance_rank},
+                     {"native_atomics", l.native_atomics},
+                     {"cuda_array_access", l.array_access},
+                     {"link", to_string(l.link)}});
+  return links;
+}
+
+// NCCL, when it can be loaded (info loads it: nothing else in the command needs it).
+nlohmann::ordered_json nccl_json() {
+  try {
+    return {{"available", true}, {"version", nccl::version_string()}, {"library", nccl::library_path()}};
+  } catch (const nccl::NcclUnavailable& e) {
+    std::string why = e.what();
+    return {{"available", false}, {"why", why.substr(0, why.find(';'))}};
+  }
+}
+
+std::string nccl_words() {
+  auto j = nccl_json();
+  if (j["available"].get<bool>())
+    return j["version"].get<std::string>() + " (" + j["library"].get<std::string>() + ")";
+  return "not found (" + j["why"].get<std::string>() + "); CUDAKIT_LIBNCCL names it";
+}
+
+void print_topology(const Topology& t) {
+  if (t.links.empty()) {
+    std::printf("\ntopology: one GPU, no peers\n");
+    return;
+  }
+  std::printf("\ntopology (from -> to: peer access, performance rank (0 best), native atomics, link):\n");
+  for (const PeerLink& l : t.links)
+    std::printf("    %d -> %d  access %-3s  rank %d  atomics %-3s  %s\n", l.from, l.to, l.access ? "yes" : "no",
+                l.performance_rank, l.native_atomics ? "yes" : "no", to_string(l.link));
+}
+
 nlohmann::ordered_json device_json(const Device& d) {
   auto mem = d.memory_info();
   auto cc = d.compute_capability();
@@ -42,7 +92,8 @@ nlohmann::ordered_json device_json(const Device& d) {
           {"memory_bus_width_bits", d.attribute(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)},
           {"memory_pools", d.supports_memory_pools()},
           {"cluster_launch", d.supports_clusters()},
-          {"cooperative_launch", d.supports_cooperative_launch()}};
+          {"cooperative_launch", d.supports_cooperative_launch()},
+          {"placement", placement_json(placement(d))}};
 }
 
 void print_device(const Device& d) {
@@ -63,6 +114,9 @@ void print_device(const Device& d) {
               d.supports_cooperative_launch() ? "yes" : "no");
   std::printf("    uuid                %s\n", d.uuid_string().c_str());
   std::printf("    pci bus id          %s\n", d.pci_bus_id().c_str());
+  DevicePlacement p = placement(d);
+  std::printf("    numa                host node %s%s\n", p.host_numa_node >= 0 ? std::to_string(p.host_numa_node).c_str() : "none",
+              p.memory_numa_node >= 0 ? (", memory is node " + std::to_string(p.memory_numa_node)).c_str() : "");
 }
 
 int run_info(const InfoOptions& o) {
@@ -76,6 +130,8 @@ int run_info(const InfoOptions& o) {
                           {"device_count", Device::count()},
                           {"devices", nlohmann::ordered_json::array()}};
     for (const Device& d : devices) doc["devices"].push_back(device_json(d));
+    doc["topology"] = {{"links", links_json(topology())}};
+    doc["nccl"] = nccl_json();
     std::printf("%s\n", doc.dump(2).c_str());
     return exit_ok;
   }
@@ -84,6 +140,8 @@ int run_info(const InfoOptions& o) {
               driver::library_path().c_str());
   std::printf("devices: %d\n", Device::count());
   for (const Device& d : devices) print_device(d);
+  print_topology(topology());
+  std::printf("\nnccl: %s\n", nccl_words().c_str());
   return exit_ok;
 }
 

@@ -28,6 +28,7 @@
   X(DeviceTotalMem, 3020, 3020)                                    \
   X(DeviceGetPCIBusId, 4010, 4010)                                 \
   X(DeviceCanAccessPeer, 4000, 4000)                               \
+  X(DeviceGetP2PAttribute, 8000, 8000)                             \
   X(DeviceGetDefaultMemPool, 11020, 11020)                         \
   X(DevicePrimaryCtxRetain, 7000, 7000)                            \
   X(DevicePrimaryCtxRelease, 11000, 11000)                         \

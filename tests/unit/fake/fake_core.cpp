@@ -40,6 +40,7 @@ int default_attribute(const DeviceConfig& c, int a) {
     case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: return 1980000;
     case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
     case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 6144;
+    case CU_DEVICE_ATTRIBUTE_NUMA_ID: return -1;
     default: return 0;
   }
 }
@@ -88,7 +89,11 @@ CUresult DeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
   if (!v) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
   if (a < 0 || a >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
-  *v = default_attribute(D().devices[d], a);
+  const DeviceConfig& c = D().devices[d];
+  // Placement by ordinal unless configured: bus 0x19 + d, host NUMA node d / 4.
+  if (a == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID && !c.attributes.count(a)) *v = 0x19 + d;
+  else if (a == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID && !c.attributes.count(a)) *v = d / 4;
+  else *v = default_attribute(c, a);
   return CUDA_SUCCESS;
 }
 
@@ -111,6 +116,23 @@ CUresult DeviceCanAccessPeer(int* can, CUdevice a, CUdevice b) {
   if (!valid_device(a) || !valid_device(b)) return CUDA_ERROR_INVALID_DEVICE;
   *can = a != b;
   return CUDA_SUCCESS;
+}
+
+CUresult DeviceGetP2PAttribute(int* value, CUdevice_P2PAttribute attribute, CUdevice from, CUdevice to) {
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(from) || !valid_device(to) || from == to) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard l(D().mutex);
+  if (auto it = D().p2p_attributes.find({from, to, static_cast<int>(attribute)}); it != D().p2p_attributes.end()) {
+    *value = it->second;
+    return CUDA_SUCCESS;
+  }
+  switch (attribute) {
+    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK: *value = 0; return CUDA_SUCCESS;
+    case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED: *value = 1; return CUDA_SUCCESS;
+    case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED: *value = 1; return CUDA_SUCCESS;
+    case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED: *value = 1; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
 }
 
 CUresult DevicePrimaryCtxRetain(CUcontext* ctx, CUdevice d) {
@@ -236,6 +258,7 @@ CUresult StreamQuery(CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream(s)) return r;
   if (CUresult r = refuse_if_capturing(s)) return r;
+  if (D().stalled.count(s)) return CUDA_ERROR_NOT_READY;
   D().host_waits(D().stream(s)->clock);
   return CUDA_SUCCESS;
 }
@@ -347,6 +370,7 @@ CUresult EventRecord(CUevent e, CUstream s) {
   if (CUresult r; capture_event_record(e, s, &r)) return r;
   ev->recorded = true;
   ev->snapshot = D().stream(s)->clock;
+  ev->stalled_on = D().stalled.count(s) ? s : nullptr;
   return CUDA_SUCCESS;
 }
 
@@ -355,6 +379,7 @@ CUresult EventQuery(CUevent e) {
   FakeEvent* ev = D().event(e);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
   if (CUresult r = refuse_captured_event(e)) return r;
+  if (ev->stalled_on != nullptr && D().stalled.count(ev->stalled_on)) return CUDA_ERROR_NOT_READY;
   D().host_waits(ev->snapshot);
   return CUDA_SUCCESS;
 }
@@ -403,6 +428,7 @@ void register_core(Driver& d) {
   d.implement<E::DeviceTotalMem>(&DeviceTotalMem);
   d.implement<E::DeviceGetPCIBusId>(&DeviceGetPCIBusId);
   d.implement<E::DeviceCanAccessPeer>(&DeviceCanAccessPeer);
+  d.implement<E::DeviceGetP2PAttribute>(&DeviceGetP2PAttribute);
   d.implement<E::DevicePrimaryCtxRetain>(&DevicePrimaryCtxRetain);
   d.implement<E::DevicePrimaryCtxRelease>(&DevicePrimaryCtxRelease);
   d.implement<E::CtxSetCurrent>(&CtxSetCurrent);

@@ -28,6 +28,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cudakit/driver.hpp"
@@ -74,6 +75,7 @@ struct FakeEvent {
   unsigned flags = 0;
   bool recorded = false;
   Clock snapshot;
+  CUstream stalled_on = nullptr;  // recorded on a stalled stream: not complete while it stays stalled
 };
 
 struct Allocation {
@@ -202,6 +204,10 @@ class Driver {
   std::map<std::string, std::set<const void*>> ledger;
   std::vector<std::string> problems;
   std::map<CUstream, FakeStream> streams;
+  /// Streams whose work never completes (a collective waiting for a rank that never comes):
+  /// cuStreamQuery and cuEventQuery of events recorded on them say CUDA_ERROR_NOT_READY
+  /// until the stream leaves the set. Tests must not synchronize them meanwhile.
+  std::set<CUstream> stalled;
   std::map<CUevent, FakeEvent> events;
   std::map<std::uintptr_t, Allocation> allocations;  // by base address
   std::vector<Access> accesses;
@@ -220,6 +226,9 @@ class Driver {
   std::map<std::uintptr_t, HostRegistration> host_registrations;  // by first byte
   std::map<int, FakePool> pools;                                  // default pool by device
   std::set<std::pair<int, int>> peer_access;                      // (from, to) enabled
+  /// cuDeviceGetP2PAttribute answers other than the defaults (rank 0, access, atomics):
+  /// (from, to, CUdevice_P2PAttribute) -> value.
+  std::map<std::tuple<int, int, int>, int> p2p_attributes;
   /// Page-locked host memory the fake grants in all (cuMemHostAlloc beyond: out of memory).
   std::size_t pinned_host_limit = std::size_t(64) << 30;
   /// Async copies that were given pageable host memory (neither cuMemHostAlloc'd nor
