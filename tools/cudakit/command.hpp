@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,12 @@ struct DoctorCheck {
 };
 
 std::vector<DoctorCheck>& doctor_checks();
+
+/// Thrown by a check that cannot run on this machine (a library that is not installed):
+/// the doctor prints "skip" and the reason, and the check does not count as failed.
+struct CheckSkipped : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 struct DoctorCheckRegistrar {
   DoctorCheckRegistrar(std::string name, int order, bool needs_gpu, std::function<std::string(const Device*)> run) {

@@ -72,7 +72,9 @@ void print_help() {
       "  4  unexpected internal error\n"
       "\n"
       "environment:\n"
-      "  CUDAKIT_LIBCUDA   load the driver from this file instead of libcuda.so.1\n");
+      "  CUDAKIT_LIBCUDA   load the driver from this file instead of libcuda.so.1\n"
+      "  CUDAKIT_LIBCUBLAS, CUDAKIT_LIBCUBLASLT\n"
+      "                    load cuBLAS and cuBLASLt from these files instead of searching\n");
 }
 
 std::string mib(std::size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
@@ -130,9 +132,13 @@ int info(bool json) {
   return exit_ok;
 }
 
-std::string run_check(const DoctorCheck& c, const Device* d) {
+// The reason a check failed (empty: it passed); `skipped` is set when it could not run here.
+std::string run_check(const DoctorCheck& c, const Device* d, bool& skipped) {
   try {
     return c.run(d);
+  } catch (const CheckSkipped& e) {
+    skipped = true;
+    return e.what();
   } catch (const std::exception& e) {
     return e.what();
   } catch (...) {
@@ -145,17 +151,20 @@ int doctor(bool perf) {
   std::stable_sort(checks.begin(), checks.end(), [](auto& a, auto& b) { return a.order < b.order; });
   int failed = 0;
   bool tty = stdout_is_terminal();
-  auto report = [&](const std::string& name, const std::string& why, double ms) {
-    const char* mark = why.empty() ? (tty ? "\033[32mpass\033[0m" : "pass") : (tty ? "\033[31mFAIL\033[0m" : "FAIL");
+  auto report = [&](const std::string& name, const std::string& why, double ms, bool skipped = false) {
+    const char* mark = skipped        ? (tty ? "\033[33mskip\033[0m" : "skip")
+                       : why.empty() ? (tty ? "\033[32mpass\033[0m" : "pass")
+                                     : (tty ? "\033[31mFAIL\033[0m" : "FAIL");
     std::printf("  %s  %-28s %7.1f ms%s%s\n", mark, name.c_str(), ms, why.empty() ? "" : "  ", why.c_str());
-    if (!why.empty()) ++failed;
+    if (!why.empty() && !skipped) ++failed;
     std::fflush(stdout);
   };
   auto timed = [&](const DoctorCheck& c, const Device* d) {
     auto t0 = std::chrono::steady_clock::now();
-    std::string why = run_check(c, d);
+    bool skipped = false;
+    std::string why = run_check(c, d, skipped);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    report(c.name, why, ms);
+    report(c.name, why, ms, skipped);
   };
 
   std::printf("cudakit doctor\n\nwithout a GPU:\n");

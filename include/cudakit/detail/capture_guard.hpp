@@ -84,7 +84,13 @@ class CaptureTolerantScope {
   CaptureTolerantScope(const CaptureTolerantScope&) = delete;
   CaptureTolerantScope& operator=(const CaptureTolerantScope&) = delete;
 
+  /// The driver's code when it refused the switch to relaxed mode (the work then runs in
+  /// the thread's own mode); CUDA_SUCCESS otherwise. Set-up that would certainly invalidate
+  /// a capture in a strict mode (a library allocating) throws it instead of going on.
+  CUresult refusal() const noexcept { return refusal_; }
+
  private:
+  CUresult refusal_ = CUDA_SUCCESS;
   bool exchanged_ = false;
   CUstreamCaptureMode previous_ = CU_STREAM_CAPTURE_MODE_GLOBAL;
   int device_ = -1;
