@@ -86,6 +86,7 @@ struct Gemm {
 /// so on. `packed`: each matrix right after the previous one. A stride of 0 repeats one A or
 /// B for every batch; C's matrices must not overlap.
 struct StridedBatch {
+  /// The stride value that means "packed" (each matrix right after the previous one).
   static constexpr std::int64_t packed = -1;
   std::int64_t count = 1;
   std::int64_t stride_a = packed, stride_b = packed, stride_c = packed;

@@ -58,10 +58,9 @@ template <blas_element T>
 void Blas::gemm_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<T> c, const Gemm& shape,
                       const StridedBatch* batch) {
   const char* operation = batch != nullptr ? "Blas::gemm_strided_batched" : "Blas::gemm";
-  if (slot_ == nullptr) detail::throw_empty_handle("Blas (moved-from or default-constructed)");
-  const int device = stream_.device_ordinal();
-  const Resource res = Resource::of(ResourceKind::stream, stream_.handle(), device);
+  const Resource res = detail::call_resource(slot_, stream_, "Blas (moved-from or default-constructed)");
   detail::ExclusiveUse::Guard guard(slot_->use, operation, res);
+  const int device = res.device;
   constexpr cudaDataType type = detail::BlasType<T>::data;
   const cublasComputeType_t compute = detail::compute_type(type, shape.tf32, operation);
   const detail::ColumnMajorGemm g = detail::column_major_gemm(
@@ -71,7 +70,9 @@ void Blas::gemm_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<T
   const detail::Scalars scalars(shape.alpha, shape.beta, compute);
   detail::BlasSlot& slot = *slot_;
   enqueue(stream_, reads(a, b), writes(c, slot.workspace), [&](CUstream) {
-    detail::CaptureTolerantScope tolerant(device);  // cuBLAS's lazy set-up on a first call inside a capture
+    // cuBLAS may set the handle up on its first call (loading kernels, per-handle state):
+    // inside a capture, relaxed mode keeps that out of the graph; the GEMM is captured as always.
+    detail::CaptureTolerantScope tolerant(device);
     cublasStatus_t status = detail::call_gemm(slot, g, scalars, b.data(), a.data(), c.data(), type, compute, batch);
     detail::check_blas(status, batch ? cublas::Entry::GemmStridedBatchedEx : cublas::Entry::GemmEx, res, [&] {
       return detail::describe_gemm(batch ? "strided-batched gemm" : "gemm", detail::BlasType<T>::name, shape, batch);
@@ -82,10 +83,9 @@ void Blas::gemm_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<T
 template <blas_element T>
 void Blas::gemv_views(DeviceSpan<const T> a, DeviceSpan<const T> x, DeviceSpan<T> y, const Gemv& shape) {
   const char* operation = "Blas::gemv";
-  if (slot_ == nullptr) detail::throw_empty_handle("Blas (moved-from or default-constructed)");
-  const int device = stream_.device_ordinal();
-  const Resource res = Resource::of(ResourceKind::stream, stream_.handle(), device);
+  const Resource res = detail::call_resource(slot_, stream_, "Blas (moved-from or default-constructed)");
   detail::ExclusiveUse::Guard guard(slot_->use, operation, res);
+  const int device = res.device;
   constexpr cudaDataType type = detail::BlasType<T>::data;
   const cublasComputeType_t compute = detail::compute_type(type, shape.tf32, operation);
   const detail::ColumnMajorGemm g = detail::column_major_gemv(
@@ -95,7 +95,7 @@ void Blas::gemv_views(DeviceSpan<const T> a, DeviceSpan<const T> x, DeviceSpan<T
   const detail::Scalars scalars(shape.alpha, shape.beta, compute);
   detail::BlasSlot& slot = *slot_;
   enqueue(stream_, reads(a, x), writes(y, slot.workspace), [&](CUstream) {
-    detail::CaptureTolerantScope tolerant(device);
+    detail::CaptureTolerantScope tolerant(device);  // as in gemm_views
     cublasStatus_t status = detail::call_gemm(slot, g, scalars, a.data(), x.data(), y.data(), type, compute, false);
     detail::check_blas(status, cublas::Entry::GemmEx, res,
                        [&] { return detail::describe_gemv(detail::BlasType<T>::name, shape); });

@@ -87,6 +87,17 @@ void throw_blas_error(cublasStatus_t status, cublas::Entry call, std::string ope
                   resource.kind == ResourceKind::none && resource.device < 0 ? std::string() : describe(resource));
 }
 
+void park_blas_error(cublasStatus_t status, cublas::Entry call, const char* what, const Resource& resource,
+                     const char* origin) noexcept {
+  try {
+    BlasError e(status, cublas::name_of(call), what,
+                resource.kind == ResourceKind::none && resource.device < 0 ? std::string() : describe(resource));
+    park_error({CUDA_SUCCESS, origin, e.what()});
+  } catch (...) {
+    park_error({CUDA_SUCCESS, origin, cublas::name_of(call)});
+  }
+}
+
 }  // namespace detail
 
 }  // namespace cudakit

@@ -61,10 +61,9 @@ template <blas_lt_element T>
 void BlasLt::matmul_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<const T> bias, DeviceSpan<T> c,
                           const Gemm& shape, Epilogue epilogue, bool with_bias) {
   const char* operation = "BlasLt::matmul";
-  if (slot_ == nullptr) detail::throw_empty_handle("BlasLt (moved-from or default-constructed)");
-  const int device = stream_.device_ordinal();
-  const Resource res = Resource::of(ResourceKind::stream, stream_.handle(), device);
+  const Resource res = detail::call_resource(slot_, stream_, "BlasLt (moved-from or default-constructed)");
   detail::ExclusiveUse::Guard guard(slot_->use, operation, res);
+  const int device = res.device;
   constexpr cudaDataType type = detail::BlasType<T>::data;
   const cublasComputeType_t compute = detail::compute_type(type, shape.tf32, operation);
   const detail::ColumnMajorGemm g = detail::column_major_gemm(
@@ -108,7 +107,9 @@ void BlasLt::matmul_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSp
   const detail::LtPlan& plan = *found->second;
   const float alpha = static_cast<float>(shape.alpha), beta = static_cast<float>(shape.beta);
   enqueue(stream_, reads(a, b, bias), writes(c, slot.workspace), [&](CUstream s) {
-    detail::CaptureTolerantScope tolerant(device);  // cuBLASLt's lazy set-up on a first call inside a capture
+    // cuBLASLt may set itself up on a first call: inside a capture, relaxed mode keeps that
+    // out of the graph; the matmul is captured as always.
+    detail::CaptureTolerantScope tolerant(device);
     cublasStatus_t status =
         api.LtMatmul(slot.handle, plan.desc(), &alpha, b.data(), plan.first(), a.data(), plan.second(), &beta, c.data(),
                      plan.c(), c.data(), plan.c(), &plan.algorithm(), slot.workspace.data(),

@@ -1,14 +1,10 @@
 // The cuBLAS loader: where libcublas and libcublasLt are looked for (cublas_api.hpp),
 // dlopen, dlsym, one table, loaded once.
 #include <dlfcn.h>
-#include <link.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -16,6 +12,7 @@
 
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "driver/loaded_library.hpp"
 #include "libraries/cublas_api.hpp"
 
 namespace cudakit::cublas {
@@ -24,15 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct LoaderState {
-  std::mutex mutex;
-  std::atomic<const Api*> ready{nullptr};
-  std::vector<std::unique_ptr<Api>> tables;  // kept: callers may hold a reference across a reset
-  std::optional<FeatureUnavailable> failure;
-};
-
-LoaderState& state() {
-  static auto* s = new LoaderState;  // never destroyed: calls may run during static destruction
+detail::LoadedOnce<Api, FeatureUnavailable>& state() {
+  // Never destroyed: calls may run during static destruction.
+  static auto* s = new detail::LoadedOnce<Api, FeatureUnavailable>;
   return *s;
 }
 
@@ -124,13 +115,6 @@ std::vector<Candidate> candidates(bool driver_has_cuda13) {
   return out;
 }
 
-std::string loaded_path(void* library, const std::string& fallback) {
-  link_map* map = nullptr;
-  if (dlinfo(library, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr && map->l_name[0] != '\0')
-    return map->l_name;
-  return fallback;
-}
-
 void* open(const std::string& file, std::string& tried) {
   dlerror();
   void* library = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -181,8 +165,8 @@ std::unique_ptr<Api> load() {
                 "and CUDAKIT_LIBCUBLASLT at libcublas.so and libcublasLt.so");
 
   auto api = std::make_unique<Api>();
-  api->path = loaded_path(blas, used.blas);
-  api->lt_path = loaded_path(lt, used.lt);
+  api->path = detail::loaded_path(blas, used.blas);
+  api->lt_path = detail::loaded_path(lt, used.lt);
   api->blas_library = blas;
   api->lt_library = lt;
   std::string missing;
@@ -202,24 +186,9 @@ std::unique_ptr<Api> load() {
 
 }  // namespace
 
-const Api& api() {
-  LoaderState& s = state();
-  if (const Api* a = s.ready.load(std::memory_order_acquire)) [[likely]]
-    return *a;
-  std::lock_guard lock(s.mutex);
-  if (const Api* a = s.ready.load(std::memory_order_relaxed)) return *a;
-  if (s.failure) throw *s.failure;
-  try {
-    s.tables.push_back(load());
-  } catch (const FeatureUnavailable& e) {
-    s.failure.emplace(e);
-    throw;
-  }
-  s.ready.store(s.tables.back().get(), std::memory_order_release);
-  return *s.tables.back();
-}
+const Api& api() { return state().get(load); }
 
-bool loaded() noexcept { return state().ready.load(std::memory_order_acquire) != nullptr; }
+bool loaded() noexcept { return state().peek() != nullptr; }
 
 namespace testing {
 
@@ -229,20 +198,9 @@ std::vector<std::pair<std::string, std::string>> search_order(bool driver_has_cu
   return out;
 }
 
-void install(const Api& table) {
-  LoaderState& s = state();
-  std::lock_guard lock(s.mutex);
-  s.failure.reset();
-  s.tables.push_back(std::make_unique<Api>(table));
-  s.ready.store(s.tables.back().get(), std::memory_order_release);
-}
+void install(const Api& table) { state().install(std::make_unique<Api>(table)); }
 
-void reset() {
-  LoaderState& s = state();
-  std::lock_guard lock(s.mutex);
-  s.ready.store(nullptr, std::memory_order_release);
-  s.failure.reset();
-}
+void reset() { state().reset(); }
 
 }  // namespace testing
 

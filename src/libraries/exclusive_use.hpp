@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cudakit/error.hpp"
+#include "cudakit/stream.hpp"
 
 namespace cudakit::detail {
 
@@ -38,5 +39,14 @@ class ExclusiveUse {
   std::atomic<bool> busy_{false};
   std::atomic<std::thread::id> holder_{};
 };
+
+/// The stream a call on a Blas or BlasLt goes to, as a Resource for messages. Throws
+/// EmptyHandle naming `what` when the object is empty (`slot` null: moved-from or
+/// default-constructed).
+inline Resource call_resource(const void* slot, StreamRef stream, const char* what) {
+  if (slot == nullptr) [[unlikely]]
+    throw_empty_handle(what);
+  return Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal());
+}
 
 }  // namespace cudakit::detail

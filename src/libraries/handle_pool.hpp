@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cudakit/error.hpp"
+#include "cudakit/stream.hpp"
 
 namespace cudakit::detail {
 
@@ -43,6 +44,14 @@ class HandlePool {
     *chosen = slot->next;
     slot->next = nullptr;
     return std::unique_ptr<Slot>(slot);
+  }
+
+  /// take() for `stream`'s device, after the checks every lease makes: EmptyHandle for an
+  /// empty stream (`operation` names the caller), ContextPoisoned on a poisoned device.
+  std::unique_ptr<Slot> take_for(StreamRef stream, const char* operation) {
+    stream.require_handle(operation);
+    check_not_poisoned(operation, Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal()));
+    return take(stream.device_ordinal(), stream.handle());
   }
 
   /// Puts a slot back on its device's idle list (never allocates, never throws).

@@ -32,15 +32,13 @@ struct Preference {
   ~Preference() {
     if (handle == nullptr) return;
     if (cublasStatus_t s = api.LtMatmulPreferenceDestroy(handle); s != CUBLAS_STATUS_SUCCESS)
-      park_error({CUDA_SUCCESS, "cuBLASLt preference release",
-                  BlasError(s, cublas::name_of(cublas::Entry::LtMatmulPreferenceDestroy), "a heuristic's preference", "")
-                      .what()});
+      park_blas_error(s, cublas::Entry::LtMatmulPreferenceDestroy, "a heuristic's preference", Resource::none(),
+                      "cuBLASLt preference release");
   }
 };
 
 void park_destroy_failure(cublasStatus_t s, cublas::Entry call) {
-  if (s != CUBLAS_STATUS_SUCCESS)
-    park_error({CUDA_SUCCESS, "cuBLASLt plan release", BlasError(s, cublas::name_of(call), "a cached matmul plan", "").what()});
+  if (s != CUBLAS_STATUS_SUCCESS) park_blas_error(s, call, "a cached matmul plan", Resource::none(), "cuBLASLt plan release");
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 
 #include "cudakit/blas_library.hpp"
 #include "cudakit/driver.hpp"
-#include "fake_fixture.hpp"
+#include "driver/driver_testing.hpp"
 #include "libraries/cublas_api.hpp"
 
 namespace cudakit {

@@ -23,9 +23,10 @@
 #include "cudakit/blas.hpp"
 #include "cudakit/blas_lt.hpp"
 #include "cudakit/capture.hpp"
-#include "device/device_state.hpp"
+#include "driver/driver_testing.hpp"
 #include "fake_blas.hpp"
 #include "fault_sweep.hpp"
+#include "library_reset.hpp"
 #include "libraries/libraries_testing.hpp"
 
 namespace cudakit {
@@ -196,8 +197,7 @@ class FreshRun {
   }
   ~FreshRun() {
     scene_.reset();
-    detail::reset_libraries_for_testing();
-    detail::reset_device_states_for_testing();
+    testing::reset_library_state();
     driver::testing::reset();
     detail::clear_poison_for_testing();
     drain_parked_errors();
@@ -220,7 +220,7 @@ class FreshRun {
       std::lock_guard l(blas_.mutex);
       for (const auto& m : blas_.misuse) problems.push_back(label + ": the fake cuBLAS saw: " + m);
     }
-    detail::reset_device_states_for_testing();
+    testing::reset_library_state();
     if (auto parked = drain_parked_errors(); !parked.empty())
       problems.push_back(label + ": errors parked during cleanup:" + parked_lines(parked));
     for (const auto& p : driver_.ledger_problems()) problems.push_back(label + ": the fake driver's ledger: " + p);

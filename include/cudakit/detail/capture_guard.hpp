@@ -69,8 +69,11 @@ inline void note_launch(StreamRef stream, const Function& function) {
 /// While alive, this thread's capture interaction mode is relaxed (when a cudakit capture
 /// is in progress anywhere; otherwise it does nothing and costs one load). Wrap lazy
 /// set-up that may first run inside a capture: creating pooled events, the service
-/// stream, retaining the primary context, loading a module. Never wrap work submitted to
-/// a capturing stream: relaxed mode only lets calls that are not stream-ordered through.
+/// stream, retaining the primary context, loading a module. Never wrap cudakit's own work
+/// submitted to a capturing stream: relaxed mode only lets calls that are not
+/// stream-ordered through. (A library call is the exception: cuBLAS may set itself up on a
+/// handle's first call, which relaxed mode keeps out of the graph; its kernels are captured
+/// as always.)
 ///
 /// If the driver refuses the mode change, the work runs in the thread's own mode (a call
 /// that mode forbids then invalidates the capture, which its end reports); a sticky error

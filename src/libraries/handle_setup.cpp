@@ -1,5 +1,5 @@
-// Handle workspaces (blas_workspace.hpp).
-#include "libraries/blas_workspace.hpp"
+// Handle workspaces (handle_setup.hpp).
+#include "libraries/handle_setup.hpp"
 
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/device.hpp"
