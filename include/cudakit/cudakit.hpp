@@ -1,4 +1,6 @@
-// The umbrella header: includes every public cudakit header, and nothing else.
+// The umbrella header: includes every public cudakit header, and nothing else, except the
+// cuBLAS ones (blas.hpp, blas_lt.hpp, blas_library.hpp): they bring cuda_fp16.h and its
+// global `half` with them, so a program that multiplies matrices includes them itself.
 #pragma once
 
 #include "cudakit/borrowed_kernel.hpp"

@@ -1,6 +1,5 @@
 // The driver loader (DESIGN 2): dlopen, cuGetProcAddress_v2, lazy per-entry resolution.
 #include <dlfcn.h>
-#include <link.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -9,6 +8,7 @@
 
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "driver/loaded_library.hpp"
 #include "driver/driver_testing.hpp"
 
 namespace cudakit::driver {
@@ -38,14 +38,6 @@ LoaderState& state() {
   return s;
 }
 
-std::string loaded_path(void* library, const std::string& fallback) {
-  link_map* map = nullptr;
-  if (library != nullptr && dlinfo(library, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr &&
-      map->l_name[0] != '\0')
-    return map->l_name;
-  return fallback;
-}
-
 std::string too_old_message(const std::string& path, int version) {
   return "the CUDA driver in " + path + " is version " + version_string(version) + ", older than the " +
          version_string(minimum_driver_version) + " that cudakit needs; update the NVIDIA driver";
@@ -71,7 +63,7 @@ void load(LoaderState& s) {
              "); cudakit needs an NVIDIA driver for CUDA " + version_string(minimum_driver_version) +
              " or newer installed" + (override_path ? " (the path came from CUDAKIT_LIBCUDA)" : ""));
   }
-  s.path = loaded_path(s.library, name);
+  s.path = cudakit::detail::loaded_path(s.library, name);
 
   auto driver_get_version = reinterpret_cast<CUresult(CUDAAPI*)(int*)>(dlsym(s.library, "cuDriverGetVersion"));
   s.get_proc = reinterpret_cast<GetProcAddress>(dlsym(s.library, "cuGetProcAddress_v2"));

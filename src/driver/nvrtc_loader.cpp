@@ -1,38 +1,22 @@
 // The NVRTC loader: dlopen, dlsym, one table, loaded once.
 #include <dlfcn.h>
-#include <link.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <vector>
 
 #include "cudakit/error.hpp"
+#include "driver/loaded_library.hpp"
 #include "driver/nvrtc.hpp"
 
 namespace cudakit::nvrtc {
 
 namespace {
 
-struct LoaderState {
-  std::mutex mutex;
-  std::atomic<const Api*> ready{nullptr};
-  std::vector<std::unique_ptr<Api>> tables;  // kept: callers may hold a reference across a reset
-  std::optional<CompilerUnavailable> failure;
-};
-
-LoaderState& state() {
-  static auto* s = new LoaderState;  // never destroyed: compiles may run during static destruction
+detail::LoadedOnce<Api, CompilerUnavailable>& state() {
+  // Never destroyed: compiles may run during static destruction.
+  static auto* s = new detail::LoadedOnce<Api, CompilerUnavailable>;
   return *s;
-}
-
-std::string loaded_path(void* library, const std::string& fallback) {
-  link_map* map = nullptr;
-  if (dlinfo(library, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr && map->l_name[0] != '\0')
-    return map->l_name;
-  return fallback;
 }
 
 template <class Fn>
@@ -71,7 +55,7 @@ std::unique_ptr<Api> load() {
         "\nInstall the CUDA toolkit's NVRTC (12.x or 13.x), or point CUDAKIT_LIBNVRTC at libnvrtc.so");
 
   auto api = std::make_unique<Api>();
-  api->path = loaded_path(library, used);
+  api->path = detail::loaded_path(library, used);
   std::string missing;
   resolve(library, "nvrtcGetErrorString", api->GetErrorString, missing);
   resolve(library, "nvrtcVersion", api->Version, missing);
@@ -98,34 +82,14 @@ std::unique_ptr<Api> load() {
 
 }  // namespace
 
-const Api& api() {
-  LoaderState& s = state();
-  if (const Api* a = s.ready.load(std::memory_order_acquire)) [[likely]]
-    return *a;
-  std::lock_guard lock(s.mutex);
-  if (const Api* a = s.ready.load(std::memory_order_relaxed)) return *a;
-  if (s.failure) throw *s.failure;
-  try {
-    s.tables.push_back(load());
-  } catch (const CompilerUnavailable& e) {
-    s.failure.emplace(e);
-    throw;
-  }
-  s.ready.store(s.tables.back().get(), std::memory_order_release);
-  return *s.tables.back();
-}
+const Api& api() { return state().get(load); }
 
 std::string result_words(nvrtcResult result) {
-  const Api* a = state().ready.load(std::memory_order_acquire);
+  const Api* a = state().peek();
   const char* s = a != nullptr ? a->GetErrorString(result) : nullptr;
   return s != nullptr ? s : "NVRTC error " + std::to_string(static_cast<int>(result));
 }
 
-void reset_for_testing() {
-  LoaderState& s = state();
-  std::lock_guard lock(s.mutex);
-  s.ready.store(nullptr, std::memory_order_release);
-  s.failure.reset();
-}
+void reset_for_testing() { state().reset(); }
 
 }  // namespace cudakit::nvrtc

@@ -220,7 +220,10 @@ CaptureTolerantScope::CaptureTolerantScope(int device) : device_(device) {
   if (r == CUDA_SUCCESS) {
     previous_ = mode;
     exchanged_ = true;
-  } else if (is_sticky(r)) {
+    return;
+  }
+  refusal_ = r;
+  if (is_sticky(r)) {
     check(r, "cuThreadExchangeStreamCaptureMode", device >= 0 ? Resource::of_device(device) : Resource::none());
   }
 }

@@ -5,15 +5,17 @@
 #pragma once
 
 #include "device/device_testing.hpp"
+#include "libraries/libraries_testing.hpp"
 #include "memory/memory_testing.hpp"
 #include "stream/deferred.hpp"
 
 namespace cudakit::testing {
 
-/// Releases and forgets everything cudakit keeps per process and per device: queued
-/// releases, staging buffers, pool settings, peer access, pooled events, service
-/// streams, the library's context retains.
+/// Releases and forgets everything cudakit keeps per process and per device: the cuBLAS
+/// handle pools, queued releases, staging buffers, pool settings, peer access, pooled
+/// events, service streams, the library's context retains.
 inline void reset_library_state() {
+  detail::reset_libraries_for_testing();
   detail::run_deferred_tasks();
   detail::reset_memory_states_for_testing();
   detail::reset_peer_access_for_testing();

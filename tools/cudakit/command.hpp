@@ -76,6 +76,12 @@ struct DoctorCheck {
 
 std::vector<DoctorCheck>& doctor_checks();
 
+/// Thrown by a check that cannot run on this machine (a library that is not installed):
+/// the doctor prints "skip" and the reason, and the check does not count as failed.
+struct CheckSkipped : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 struct DoctorCheckRegistrar {
   DoctorCheckRegistrar(std::string name, int order, bool needs_gpu, std::function<CheckOutcome(const Device*)> run) {
     doctor_checks().push_back({std::move(name), order, needs_gpu, std::move(run)});

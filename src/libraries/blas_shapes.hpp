@@ -1,0 +1,81 @@
+// Internal: a row-major GEMM (blas.hpp) checked against its views and turned into the
+// column-major call cuBLAS and cuBLASLt take.
+//
+// cuBLAS reads a row-major r×c matrix with row stride ld as the column-major c×r matrix
+// with leading dimension ld: its transpose. So C = op(A)·op(B) in row-major is
+// Cᵀ = op(B)ᵀ·op(A)ᵀ in column-major: cuBLAS's first operand is our B (transposed by cuBLAS
+// exactly when ours is), its second our A, and its m and n are our n and m.
+#pragma once
+
+#include <cublas_api.h>
+#include <library_types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cudakit/blas.hpp"
+
+namespace cudakit::detail {
+
+/// The element type's cuBLAS names.
+template <class T>
+struct BlasType;
+template <>
+struct BlasType<float> {
+  static constexpr cudaDataType data = CUDA_R_32F;
+  static constexpr const char* name = "float";
+};
+template <>
+struct BlasType<double> {
+  static constexpr cudaDataType data = CUDA_R_64F;
+  static constexpr const char* name = "double";
+};
+template <>
+struct BlasType<__half> {
+  static constexpr cudaDataType data = CUDA_R_16F;
+  static constexpr const char* name = "__half";
+};
+template <>
+struct BlasType<__nv_bfloat16> {
+  static constexpr cudaDataType data = CUDA_R_16BF;
+  static constexpr const char* name = "__nv_bfloat16";
+};
+
+/// The sizes of the views a call got, in elements, and their devices.
+struct ViewSizes {
+  std::size_t a = 0, b = 0, c = 0;
+  int a_device = -1, b_device = -1, c_device = -1;
+};
+
+/// The column-major form of a row-major GEMM, in cuBLAS's argument order.
+struct ColumnMajorGemm {
+  cublasOperation_t op_first = CUBLAS_OP_N, op_second = CUBLAS_OP_N;  // on our B, on our A
+  int m = 0, n = 0, k = 0;           // cuBLAS's: our n, m and k
+  int ld_first = 1, ld_second = 1;   // our ldb and lda
+  int ldc = 1;
+  long long stride_first = 0, stride_second = 0, stride_c = 0;  // our B's, A's and C's
+  int count = 1;
+  bool empty = false;  // nothing to compute (m, n or the batch count is 0)
+};
+
+/// Checks `shape` (and `batch`, when given) against the views: every dimension at least 0
+/// and within cuBLAS's 32-bit arguments, leading dimensions and strides that fit, views that
+/// hold their matrices and lie on `device`. Throws InvalidArgument naming each dimension;
+/// `operation` ("Blas::gemm") starts the message.
+ColumnMajorGemm column_major_gemm(const char* operation, const Gemm& shape, const StridedBatch* batch,
+                                  const ViewSizes& views, int device);
+
+/// The same for a GEMV, as a GEMM with one column (x is our B, y our C).
+ColumnMajorGemm column_major_gemv(const char* operation, const Gemv& shape, const ViewSizes& views, int device);
+
+/// "gemm of float, C[m×n] = A[m×k]·Bᵀ[k×n] with m = 127, n = 65, k = 33, row-major, ..."
+/// for error messages.
+std::string describe_gemm(const char* what, const char* type, const Gemm& shape, const StridedBatch* batch);
+std::string describe_gemv(const char* type, const Gemv& shape);
+
+/// The compute type of a GEMM on T (fp32 accumulation, fp64 for double, TF32 on request).
+/// Throws InvalidArgument for tf32 on another type than float.
+cublasComputeType_t compute_type(cudaDataType type, bool tf32, const char* operation);
+
+}  // namespace cudakit::detail

@@ -1,0 +1,65 @@
+// Internal: a cuBLASLt matmul planned once per shape: its descriptors and the algorithm
+// cublasLtMatmulAlgoGetHeuristic chose, kept in the handle's cache (blas_lt.hpp).
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cudakit/error.hpp"
+#include "libraries/blas_shapes.hpp"
+#include "libraries/cublas_api.hpp"
+
+namespace cudakit::detail {
+
+/// Everything the algorithm choice depends on.
+struct LtPlanKey {
+  int m = 0, n = 0, k = 0, ld_first = 0, ld_second = 0, ldc = 0;  // cuBLAS's column-major form
+  std::int32_t type = 0;                                         // cudaDataType
+  std::int32_t compute = 0;                                      // cublasComputeType_t
+  std::uint8_t op_first = 0, op_second = 0, epilogue = 0;
+  // Each pointer's alignment in bytes (a power of two, at most 256): algorithms that need
+  // more are left out for it.
+  std::uint16_t align_first = 0, align_second = 0, align_c = 0, align_bias = 0;
+  bool operator==(const LtPlanKey&) const = default;
+};
+
+struct LtPlanKeyHash {
+  std::size_t operator()(const LtPlanKey& key) const noexcept;
+};
+
+/// The alignment of a device address: the largest power of two dividing it, at most 256.
+std::uint16_t alignment_of(const void* pointer) noexcept;
+
+/// A matmul's descriptors and algorithm. Move-only; destroying it destroys the
+/// descriptors (a failure is parked).
+class LtPlan {
+ public:
+  /// Builds the descriptors for `key` and asks the heuristic for the best algorithm within
+  /// `workspace_bytes`. `bias` (null without one) is set on the descriptor first: the
+  /// heuristic reads its alignment. Throws BlasError naming the failed call and `operation`.
+  LtPlan(const cublas::Api& api, cublasLtHandle_t handle, const LtPlanKey& key, std::size_t workspace_bytes,
+         const void* bias, const Resource& resource, const std::function<std::string()>& operation);
+  ~LtPlan();
+  LtPlan(const LtPlan&) = delete;
+  LtPlan& operator=(const LtPlan&) = delete;
+
+  cublasLtMatmulDesc_t desc() const noexcept { return desc_; }
+  cublasLtMatrixLayout_t first() const noexcept { return first_; }    // our B (or A of cuBLAS)
+  cublasLtMatrixLayout_t second() const noexcept { return second_; }  // our A
+  cublasLtMatrixLayout_t c() const noexcept { return c_; }
+  const cublasLtMatmulAlgo_t& algorithm() const noexcept { return algorithm_; }
+
+ private:
+  void release() noexcept;
+  const cublas::Api& api_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, c_ = nullptr;
+  cublasLtMatmulAlgo_t algorithm_{};
+};
+
+}  // namespace cudakit::detail
