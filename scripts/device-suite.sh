@@ -3,15 +3,15 @@
 #   info, the device test suite (CUDAKIT_REQUIRE_GPU=1: a skip is a failure), the
 #   examples, the multi-process NCCL example and `cudakit bench --filter nccl`, cudakit
 #   doctor (text and --json), the doctor and the examples again with CUDA_FORCE_PTX_JIT=1
-#   (the kernels' PTX path), cudakit bench (--json --plot), the peers' script, and
-#   compute-sanitizer over the device suite. NVLink multicast stays off
-#   (NCCL_NVLS_ENABLE=0) throughout.
+#   (the kernels' PTX path), cudakit bench (--json --plot), the peers' script, the decoder
+#   workload beside PyTorch (bench/decoder_compare.py), and compute-sanitizer over the
+#   device suite. NVLink multicast stays off (NCCL_NVLS_ENABLE=0) throughout.
 # Binaries come from a bundle built elsewhere (scripts/make-bundle.sh), so the GPU
 # machine spends no time compiling. Full logs go to $OUT (logs.tgz plus the key files);
 # a short summary is printed last.
 #
 #   scripts/device-suite.sh [--bundle DIR] [--skip STAGE]... [--only STAGE]...
-#   stages: info tests examples sanitize-examples nccl doctor ptx-jit bench peers sanitize
+#   stages: info tests examples sanitize-examples nccl doctor ptx-jit bench peers decoder sanitize
 set -uo pipefail
 
 bundle=build/device-bundle
@@ -81,6 +81,8 @@ if want sanitize-examples && command -v compute-sanitizer >/dev/null; then
   for ex in "$bundle"/examples/*; do
     [ -x "$ex" ] || continue
     name=$(basename "$ex")
+    # The decoder runs minutes of GEMMs; under memcheck it would take the stage's hour.
+    [ "$name" = decoder ] && continue
     log=$logs/sanitize_example_$name.log
     timeout 600 compute-sanitizer --error-exitcode 1 "$ex" >"$log" 2>&1
     rc=$?
@@ -130,11 +132,11 @@ if want ptx-jit; then
   kernels=$(kernels_line "$logs/ptx-jit-doctor.txt")
   { [ $rc -ne 0 ] || [[ "$kernels" != "PTX JIT from compute_"*"(CUDA_FORCE_PTX_JIT=1)" ]]; } && status=1
   note "ptx-jit doctor: exit $rc; $(tail -1 "$logs/ptx-jit-doctor.txt"); kernels: $kernels"
-  # saxpy_nvrtc is left out: it loads a cubin that NVRTC compiled for the GPU present,
-  # machine code without PTX, which the driver refuses under CUDA_FORCE_PTX_JIT=1.
+  # saxpy_nvrtc and decoder are left out: they load cubins that NVRTC compiled for the GPU
+  # present, machine code without PTX, which the driver refuses under CUDA_FORCE_PTX_JIT=1.
   for ex in "$bundle"/examples/*; do
     [ -x "$ex" ] || continue
-    [ "$(basename "$ex")" = saxpy_nvrtc ] && continue
+    case "$(basename "$ex")" in saxpy_nvrtc|decoder) continue ;; esac
     CUDA_FORCE_PTX_JIT=1 timeout 120 "$ex" >"$logs/ptx-jit-example_$(basename "$ex").log" 2>&1
     rc=$?
     [ $rc -ne 0 ] && status=1
@@ -154,6 +156,21 @@ if want peers && [ -f bench/peers.py ]; then
   PYTHONUNBUFFERED=1 timeout 240 python3 bench/peers.py --cudakit "$bundle/cudakit" --json "$out/peers.json" >"$logs/peers.txt" 2>&1
   note "peers: exit $?"
   tail -25 "$logs/peers.txt" >>"$summary"
+fi
+
+# The decoder workload on cudakit and on PyTorch, on the same weights, in this one run
+# (bench/decoder_compare.py): its JSON, SVG chart and table go to $OUT/decoder; the
+# weights file (about 270 MB, written by the run itself) is removed afterwards.
+if want decoder && [ -x "$bundle/examples/decoder" ]; then
+  start=$(date +%s)
+  PYTHONUNBUFFERED=1 timeout 480 python3 bench/decoder_compare.py --decoder "$bundle/examples/decoder" \
+    --out "$out/decoder" --python "${DECODER_PYTHON:-python3}" >"$logs/decoder.txt" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  note "decoder: exit $rc, $(( $(date +%s) - start )) s"
+  if [ -f "$out/decoder/decoder.txt" ]; then sed -n '/^goals:/,$p' "$out/decoder/decoder.txt" >>"$summary"
+  else tail -15 "$logs/decoder.txt" >>"$summary"; fi
+  rm -f "$out/decoder/weights.safetensors"
 fi
 
 if want sanitize && command -v compute-sanitizer >/dev/null; then

@@ -13,7 +13,7 @@ b=build/device-bundle
 rm -rf "$b"
 mkdir -p "$b/examples"
 cp build/tools/cudakit build/tests/cudakit_device_tests build/tests/cudakit_unit_tests "$b/"
-for ex in build/examples/*; do
+for ex in build/examples/* build/examples/decoder/decoder; do
   [ -f "$ex" ] && [ -x "$ex" ] && cp "$ex" "$b/examples/"
 done
 strip --strip-debug "$b"/cudakit* "$b"/examples/* 2>/dev/null || true

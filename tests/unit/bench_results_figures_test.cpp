@@ -1,12 +1,14 @@
 // The performance figures that README.md and bench/results/README.md quote are the
-// committed baseline's (bench/results/<version>/: bench.json, peers.json, baseline.json).
+// committed baseline's (bench/results/<version>/: bench.json, peers.json, baseline.json,
+// and decoder.json where the decoder workload was run).
 //
 // Every figure with a unit of speed or cost ("1.131x", "0.656 µs", "55.45 GB/s",
-// "16017 requests/s", "76 ns", and each member of "0.956 / 0.994 / 0.999x") must equal,
-// at the precision it is printed with, a number in the baseline's files: a median, a
-// ratio or its inverse, a difference of the two medians, or any number of peers.json and
-// baseline.json. A figure from anywhere else (a short doctor run, an older run, a typo)
-// fails, naming the file, the line and the figure.
+// "16017 requests/s", "48211 tokens/s", "76 ns", and each member of
+// "0.956 / 0.994 / 0.999x") must equal, at the precision it is printed with, a number in
+// the baseline's files: a median, a ratio or its inverse, a difference of the two
+// medians, or any number of peers.json, baseline.json and decoder.json. A figure from
+// anywhere else (a short doctor run, an older run, a typo) fails, naming the file, the
+// line and the figure.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -73,6 +75,8 @@ std::vector<double> baseline_numbers(const fs::path& folder) {
   }
   every_number(json::parse(read(folder / "peers.json")), numbers);
   every_number(json::parse(read(folder / "baseline.json")), numbers);
+  // The decoder workload beside PyTorch (bench/decoder_compare.py), once it has been run.
+  if (fs::exists(folder / "decoder.json")) every_number(json::parse(read(folder / "decoder.json")), numbers);
   return numbers;
 }
 
@@ -86,7 +90,7 @@ struct Quoted {
 // the group. Ratios ("x") count only with decimals, so "22 of 24" and "2x" prose stay out.
 std::vector<Quoted> quoted_figures(const std::string& text) {
   static const std::regex figure(
-      R"(((?:\d+(?:\.\d+)?\s*/\s*)*\d+(?:\.\d+)?)\s*(x|µs|us|ns|GB/s|requests/s|req/s)(?![A-Za-z0-9]))");
+      R"(((?:\d+(?:\.\d+)?\s*/\s*)*\d+(?:\.\d+)?)\s*(x|µs|us|ns|GB/s|requests/s|req/s|tokens/s)(?![A-Za-z0-9]))");
   static const std::regex number(R"(\d+(?:\.\d+)?)");
   std::vector<Quoted> found;
   std::stringstream lines(text);
@@ -150,10 +154,11 @@ TEST(BenchResultsFigures, ResultFoldersAreNamedByVersionOnly) {
 }
 
 TEST(BenchResultsFigures, FindsTheFiguresOfAQuotedLine) {
-  auto q = quoted_figures("| graph replay | 0.781 / 0.687 µs | 1.131x | 22 of 24 | 4152 GB/s | 1024x768 | 2x faster |");
+  auto q = quoted_figures(
+      "| graph replay | 0.781 / 0.687 µs | 1.131x | 22 of 24 | 4152 GB/s | 1024x768 | 2x faster | 48211 tokens/s |");
   std::vector<std::string> texts;
   for (const auto& f : q) texts.push_back(f.text);
-  EXPECT_EQ(texts, (std::vector<std::string>{"0.781", "0.687", "1.131", "4152"}));
+  EXPECT_EQ(texts, (std::vector<std::string>{"0.781", "0.687", "1.131", "4152", "48211"}));
 }
 
 TEST(BenchResultsFigures, AFigureMatchesOnlyAtItsPrintedPrecision) {

@@ -1,0 +1,472 @@
+#!/usr/bin/env python3
+"""The decoder of examples/decoder in PyTorch, on the same weights (one safetensors file),
+timed the same way, and checked against cudakit's hidden states and tokens.
+
+  python3 bench/decoder_torch.py --weights W.safetensors --inputs I.safetensors \
+      --check CUDAKIT_CHECK.safetensors --json OUT.json [--batches 1,8,32] [--steps 255] \
+      [--rounds 3] [--streams 4]
+
+The function (examples/decoder/model.hpp): pre-LayerNorm GPT blocks, learned positions,
+GELU (tanh), untied LM head, greedy argmax; bf16 weights and activations, fp32
+accumulation (cuBLAS's reduced-precision bf16 reductions are turned off, so every GEMM
+accumulates in fp32 as the workload asks). The prompt of every sequence goes through
+the model at once with causal attention (F.scaled_dot_product_attention, is_causal);
+then one token per step.
+
+Arms, each PyTorch's standard pattern at its best:
+  eager       torch.inference_mode, a preallocated KV cache per batch size; each step
+              attends over the filled part of the cache (a slice, known on the host),
+              F.scaled_dot_product_attention, F.linear (cuBLASLt with its bias epilogue).
+  cuda_graph  the serving pattern: static inputs per batch size (tokens, position, a KV
+              cache of prompt + steps positions), one torch.cuda.CUDAGraph per batch size
+              captured after one warm-up step on a side stream; the step attends over the
+              whole static cache with a mask from the position tensor, and writes its next
+              tokens and position into the static inputs, so a step is a replay.
+  streams     --streams sessions, each with its own CUDA stream, static inputs and graph,
+              on as many threads. Their graphs are captured one after another before the
+              timed rounds (concurrent captures from several threads are not a pattern
+              PyTorch supports); the timed rounds run all sessions at once.
+Each step ends with the next tokens on the host (a pinned non-blocking copy and a stream
+synchronize), as in cudakit's loop. Timing: time to the first step (from the prompts'
+upload to the first step's tokens on the host, capture included in the first round);
+later steps each timed on the host; tokens/s = batch x later steps / their time (for the
+streams arm: every session's later tokens over the time from a barrier to the last
+session's end).
+
+Check: the prompts of every sequence of the inputs at once, then the teacher-forced steps
+(token forced[:, s] at step s); at each point the final layer norm's output (the LM head's
+input) and the greedy token, compared with cudakit's (--check): relative L2 error of the
+hidden states, and the fraction of positions whose greedy tokens agree.
+
+Exit codes: 0 done (the check's verdict is in the JSON), 1 an error, 2 no CUDA device.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import threading
+import time
+import traceback
+
+HIDDEN_REL_L2_BOUND = 1e-2
+TOKEN_AGREEMENT_BOUND = 0.99
+
+
+def log(*parts):
+    print("decoder_torch:", *parts, flush=True)
+
+
+def percentile(values, p):
+    """numpy's default: linear between order statistics."""
+    if not values:
+        return 0.0
+    v = sorted(values)
+    rank = p / 100.0 * (len(v) - 1)
+    lo = int(math.floor(rank))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (rank - lo)
+
+
+class Model:
+    """The weights on the GPU and the forward passes."""
+
+    def __init__(self, torch, weights_path):
+        from safetensors import safe_open
+        self.torch = torch
+        self.F = torch.nn.functional
+        with safe_open(weights_path, framework="pt", device="cuda:0") as f:
+            meta = f.metadata()
+            self.w = {name: f.get_tensor(name) for name in f.keys()}
+        for key in ("layers", "d_model", "heads", "head_dim", "ffn", "vocab", "max_positions"):
+            setattr(self, key, int(meta[key]))
+        self.eps = float(meta.get("layer_norm_eps", "1e-05"))
+        for name, t in self.w.items():
+            if t.dtype != torch.bfloat16:
+                raise ValueError(f"weights: {name} is {t.dtype}, not bfloat16")
+        self.layer = [{k: self.w[f"layers.{l}.{k}"] for k in (
+            "ln1.weight", "ln1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.out.weight", "attn.out.bias",
+            "ln2.weight", "ln2.bias", "ffn.up.weight", "ffn.up.bias", "ffn.down.weight", "ffn.down.bias")}
+            for l in range(self.layers)]
+
+    def new_cache(self, batch, positions):
+        shape = (batch, self.heads, positions, self.head_dim)
+        kw = dict(dtype=self.torch.bfloat16, device="cuda:0")
+        return ([self.torch.empty(shape, **kw) for _ in range(self.layers)],
+                [self.torch.empty(shape, **kw) for _ in range(self.layers)])
+
+    def _norm(self, x, prefix):
+        return self.F.layer_norm(x, (self.d_model,), self.w[prefix + ".weight"], self.w[prefix + ".bias"], self.eps)
+
+    def _mlp(self, x, p):
+        F = self.F
+        h = F.layer_norm(x, (self.d_model,), p["ln2.weight"], p["ln2.bias"], self.eps)
+        return x + F.linear(F.gelu(F.linear(h, p["ffn.up.weight"], p["ffn.up.bias"]), approximate="tanh"),
+                            p["ffn.down.weight"], p["ffn.down.bias"])
+
+    def _head(self, x):
+        hidden = self._norm(x, "final_norm")
+        logits = self.F.linear(hidden, self.w["lm_head.weight"])
+        return logits, hidden
+
+    def prefill(self, cache, tokens):
+        """tokens [B, T] (int64): fills positions 0..T-1; the last position's logits and hidden state."""
+        F = self.F
+        B, T = tokens.shape
+        H, HD, D = self.heads, self.head_dim, self.d_model
+        keys, values = cache
+        x = self.w["embed.weight"][tokens] + self.w["position.weight"][:T]
+        for l, p in enumerate(self.layer):
+            h = F.layer_norm(x, (D,), p["ln1.weight"], p["ln1.bias"], self.eps)
+            q, k, v = F.linear(h, p["attn.qkv.weight"], p["attn.qkv.bias"]).view(B, T, 3, H, HD).permute(2, 0, 3, 1, 4)
+            keys[l][:, :, :T] = k
+            values[l][:, :, :T] = v
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, D)
+            x = x + F.linear(a, p["attn.out.weight"], p["attn.out.bias"])
+            x = self._mlp(x, p)
+        return self._head(x[:, -1])
+
+    def step(self, cache, tokens, position):
+        """Eager decode step at a host-known position: attends over positions 0..position."""
+        F = self.F
+        B = tokens.shape[0]
+        H, HD, D = self.heads, self.head_dim, self.d_model
+        keys, values = cache
+        x = self.w["embed.weight"][tokens] + self.w["position.weight"][position]
+        for l, p in enumerate(self.layer):
+            h = F.layer_norm(x, (D,), p["ln1.weight"], p["ln1.bias"], self.eps)
+            q, k, v = F.linear(h, p["attn.qkv.weight"], p["attn.qkv.bias"]).view(B, 3, H, HD).unbind(1)
+            keys[l][:, :, position] = k
+            values[l][:, :, position] = v
+            a = F.scaled_dot_product_attention(q.unsqueeze(2), keys[l][:, :, :position + 1],
+                                               values[l][:, :, :position + 1])
+            x = x + F.linear(a.reshape(B, D), p["attn.out.weight"], p["attn.out.bias"])
+            x = self._mlp(x, p)
+        return self._head(x)
+
+
+class StaticSession:
+    """Static inputs of one batch size for a CUDA graph: tokens, position, a KV cache."""
+
+    def __init__(self, model, batch, positions, stream):
+        torch = model.torch
+        self.model, self.batch, self.positions, self.stream = model, batch, positions, stream
+        self.cache = model.new_cache(batch, positions)
+        self.tokens = torch.zeros(batch, dtype=torch.int64, device="cuda:0")
+        self.position = torch.zeros(1, dtype=torch.int64, device="cuda:0")
+        self.arange = torch.arange(positions, device="cuda:0")
+        self.host_tokens = torch.empty(batch, dtype=torch.int64, pin_memory=True)
+        self.graph = None
+
+    def run(self):
+        """One step on the static inputs (graph-safe: no host value, no new shape)."""
+        m, F = self.model, self.model.F
+        B, H, HD, D = self.batch, m.heads, m.head_dim, m.d_model
+        keys, values = self.cache
+        x = m.w["embed.weight"][self.tokens] + m.w["position.weight"].index_select(0, self.position)
+        mask = (self.arange <= self.position).view(1, 1, 1, self.positions)
+        for l, p in enumerate(m.layer):
+            h = F.layer_norm(x, (D,), p["ln1.weight"], p["ln1.bias"], m.eps)
+            q, k, v = F.linear(h, p["attn.qkv.weight"], p["attn.qkv.bias"]).view(B, 3, H, HD).unbind(1)
+            keys[l].index_copy_(2, self.position, k.unsqueeze(2))
+            values[l].index_copy_(2, self.position, v.unsqueeze(2))
+            a = F.scaled_dot_product_attention(q.unsqueeze(2), keys[l], values[l], attn_mask=mask)
+            x = x + F.linear(a.reshape(B, D), p["attn.out.weight"], p["attn.out.bias"])
+            x = m._mlp(x, p)
+        logits, hidden = m._head(x)
+        self.tokens.copy_(logits.argmax(-1))
+        self.position.add_(1)
+        return hidden
+
+    def prefill(self, prompts):
+        torch = self.model.torch
+        with torch.cuda.stream(self.stream):
+            logits, _ = self.model.prefill(self.cache, prompts)
+            self.tokens.copy_(logits.argmax(-1))
+            self.position.fill_(prompts.shape[1])
+
+    def step(self):
+        """A replay, or the first step: a warm-up step on a side stream, then the capture."""
+        torch = self.model.torch
+        if self.graph is None:
+            with torch.cuda.stream(self.stream):
+                self.run()
+            graph = torch.cuda.CUDAGraph()
+            self.stream.synchronize()
+            with torch.cuda.graph(graph, stream=self.stream):
+                self.run()
+            self.graph = graph
+        else:
+            with torch.cuda.stream(self.stream):
+                self.graph.replay()
+
+    def read_tokens(self):
+        torch = self.model.torch
+        with torch.cuda.stream(self.stream):
+            self.host_tokens.copy_(self.tokens, non_blocking=True)
+        self.stream.synchronize()
+        return self.host_tokens.tolist()
+
+
+def generation_figures(batch, first_ms, step_s):
+    return {"first_step_ms": first_ms, "step_us": [s * 1e6 for s in step_s],
+            "tokens_per_s": batch * len(step_s) / sum(step_s) if step_s else 0.0}
+
+
+def eager_generation(model, cache, prompts, steps, host_tokens):
+    """The eager arm's loop; returns (tokens [B][steps+1], first_ms, later step seconds)."""
+    torch = model.torch
+    B, T = prompts.shape
+    start = time.perf_counter()
+    logits, _ = model.prefill(cache, prompts)
+    tokens = logits.argmax(-1)
+    host_tokens.copy_(tokens, non_blocking=True)
+    torch.cuda.current_stream().synchronize()
+    out = [host_tokens.tolist()]
+    step_s = []
+    for s in range(steps):
+        t0 = time.perf_counter()
+        logits, _ = model.step(cache, tokens, T + s)
+        tokens = logits.argmax(-1)
+        host_tokens.copy_(tokens, non_blocking=True)
+        torch.cuda.current_stream().synchronize()
+        t1 = time.perf_counter()
+        out.append(host_tokens.tolist())
+        if s == 0:
+            first_ms = (t1 - start) * 1e3
+        else:
+            step_s.append(t1 - t0)
+    return [list(col) for col in zip(*out)], first_ms, step_s
+
+
+def static_generation(session, prompts, steps, after_first=None):
+    """The CUDA graph loop; `after_first` (a barrier) is waited between the first step and the rest."""
+    start = time.perf_counter()
+    session.prefill(prompts)
+    out = [session.read_tokens()]
+    session.step()
+    out.append(session.read_tokens())
+    first_ms = (time.perf_counter() - start) * 1e3
+    if after_first is not None:
+        after_first.wait()
+    begin = time.perf_counter()
+    step_s = []
+    for _ in range(steps - 1):
+        t0 = time.perf_counter()
+        session.step()
+        out.append(session.read_tokens())
+        step_s.append(time.perf_counter() - t0)
+    return [list(col) for col in zip(*out)], first_ms, step_s, begin, time.perf_counter()
+
+
+def arm_entry(arm, batch, rounds):
+    tps = [r["tokens_per_s"] for r in rounds]
+    steps = [u for r in rounds for u in r["step_us"]]
+    firsts = [r["first_step_ms"] for r in rounds]
+    return {"arm": arm, "batch": batch, "tokens_per_s": statistics.median(tps), "tokens_per_s_rounds": tps,
+            "step_us_p50": percentile(steps, 50), "step_us_p99": percentile(steps, 99),
+            "time_to_first_step_ms": firsts[0],
+            "time_to_first_step_warm_ms": statistics.median(firsts[1:]) if len(firsts) > 1 else firsts[0]}
+
+
+def batch_prompts(prompts, batch, first):
+    rows = [(first + b) % prompts.shape[0] for b in range(batch)]
+    return prompts[rows]
+
+
+def run_check(model, inputs, check_path):
+    """Teacher-forced steps at the largest batch, compared with cudakit's (see the docstring)."""
+    torch = model.torch
+    from safetensors.torch import load_file
+    theirs = load_file(check_path, device="cuda:0")
+    prompts, forced = inputs["prompts"], inputs["forced"]
+    B, T = prompts.shape
+    cache = model.new_cache(B, T + forced.shape[1] + 1)
+    logits, hidden = model.prefill(cache, prompts)
+    points = [(logits, hidden)]
+    for s in range(forced.shape[1]):
+        points.append(model.step(cache, forced[:, s], T + s))
+    their_hidden = theirs["hidden"].float()
+    their_argmax = theirs["argmax"].long()
+    rel = []
+    agree = total = 0
+    mismatches = []
+    for i, (lg, h) in enumerate(points):
+        h = h.float()
+        rel.append(float((their_hidden[i] - h).norm() / h.norm()))
+        mine = lg.argmax(-1)
+        same = mine == their_argmax[i]
+        agree += int(same.sum())
+        total += same.numel()
+        if not bool(same.all()):
+            top = lg.float().topk(2, dim=-1).values
+            spread = lg.float().std(dim=-1)
+            for b in (~same).nonzero().flatten().tolist():
+                mismatches.append({"point": i, "sequence": b, "torch_token": int(mine[b]),
+                                   "cudakit_token": int(their_argmax[i][b]),
+                                   "torch_top2_margin_in_logit_std": float((top[b, 0] - top[b, 1]) / spread[b])})
+    agreement = agree / total
+    result = {
+        "batch": B, "points": len(points),
+        "hidden_rel_l2": rel, "hidden_rel_l2_max": max(rel), "hidden_rel_l2_after_32_steps": rel[-1],
+        "hidden_rel_l2_bound": HIDDEN_REL_L2_BOUND,
+        "token_agreement": agreement, "token_positions": total, "token_agreement_bound": TOKEN_AGREEMENT_BOUND,
+        "mismatches": mismatches[:50],
+        "passed": max(rel) <= HIDDEN_REL_L2_BOUND and agreement >= TOKEN_AGREEMENT_BOUND,
+        "bound_reason": ("bf16 keeps 8 significant bits (unit roundoff 2^-9 = 0.002): the two sides round "
+                         "activations at different places (cuBLASLt epilogues that fuse bias, GELU and the "
+                         "residual add against separate PyTorch ops) and sum in different orders, so single "
+                         "elements differ by an ulp or so; over 8 layers these random differences add up to a "
+                         "few 1e-3 of relative L2 error. 1e-2 leaves room for that and fails a real bug, "
+                         "which gives errors of order 1."),
+    }
+    greedy = {}
+    for key in theirs:
+        if key.startswith("generated.b"):
+            greedy[key[len("generated.b"):]] = theirs[key].tolist()
+    return result, greedy
+
+
+def common_prefix(a, b):
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--weights", required=True)
+    p.add_argument("--inputs", required=True)
+    p.add_argument("--check", help="cudakit's check file (hidden states and tokens)")
+    p.add_argument("--json", required=True)
+    p.add_argument("--batches", default="1,8,32")
+    p.add_argument("--steps", type=int, default=255)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--streams", type=int, default=4)
+    args = p.parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
+
+    import torch
+    if not torch.cuda.is_available():
+        print("decoder_torch: no CUDA device: torch.cuda.is_available() is False", flush=True)
+        return 2
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+    from safetensors.torch import load_file
+    with torch.inference_mode():
+        log("loading", args.weights)
+        model = Model(torch, args.weights)
+        inputs = {k: v.long() for k, v in load_file(args.inputs, device="cuda:0").items()}
+        prompts = inputs["prompts"]
+        T = prompts.shape[1]
+        positions = T + args.steps + 1
+        result = {"schema": "cudakit-decoder/1", "side": "pytorch", "torch": torch.__version__,
+                  "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(0),
+                  "prompt_length": T, "decode_steps": args.steps, "generated_tokens": args.steps + 1,
+                  "rounds": args.rounds, "sessions": args.streams, "arms": []}
+
+        cudakit_greedy = {}
+        if args.check:
+            log("correctness check against", args.check)
+            result["check"], cudakit_greedy = run_check(model, inputs, args.check)
+            c = result["check"]
+            log(f"check: hidden relative L2 max {c['hidden_rel_l2_max']:.2e} (bound {HIDDEN_REL_L2_BOUND}), "
+                f"greedy tokens agree at {c['token_agreement'] * 100:.2f}% of {c['token_positions']} positions "
+                f"({'passed' if c['passed'] else 'FAILED'})")
+
+        greedy_agreement = {}
+        for B in batches:
+            bp = batch_prompts(prompts, B, 0)
+            log(f"batch {B}: eager")
+            cache = model.new_cache(B, positions)
+            host_tokens = torch.empty(B, dtype=torch.int64, pin_memory=True)
+            rounds = []
+            eager_tokens = None
+            for _ in range(args.rounds):
+                tokens, first_ms, step_s = eager_generation(model, cache, bp, args.steps, host_tokens)
+                rounds.append(generation_figures(B, first_ms, step_s))
+                eager_tokens = eager_tokens or tokens
+            result["arms"].append(arm_entry("eager", B, rounds))
+            del cache
+
+            log(f"batch {B}: CUDA graph")
+            session = StaticSession(model, B, positions, torch.cuda.Stream())
+            rounds = []
+            graph_tokens = None
+            for r in range(args.rounds):
+                tokens, first_ms, step_s, _, _ = static_generation(session, bp, args.steps)
+                rounds.append(generation_figures(B, first_ms, step_s))
+                graph_tokens = graph_tokens or tokens
+            entry = arm_entry("cuda_graph", B, rounds)
+            # Informational: the graph attends over the whole static cache with a mask, the
+            # eager arm over a slice; different attention kernels may round differently.
+            entry["tokens_equal_eager"] = graph_tokens == eager_tokens
+            result["arms"].append(entry)
+            if str(B) in cudakit_greedy:
+                theirs = cudakit_greedy[str(B)]
+                prefixes = [common_prefix(a, b) for a, b in zip(graph_tokens, theirs)]
+                greedy_agreement[str(B)] = {"mean_common_prefix_tokens": statistics.mean(prefixes),
+                                            "sequences_identical": sum(1 for n in prefixes if n == args.steps + 1),
+                                            "sequences": B}
+            del session
+
+            log(f"batch {B}: {args.streams} streams on {args.streams} threads")
+            sessions = [StaticSession(model, B, positions, torch.cuda.Stream()) for _ in range(args.streams)]
+            session_prompts = [batch_prompts(prompts, B, i * B) for i in range(args.streams)]
+            for s, sp in zip(sessions, session_prompts):  # captured one after another, untimed
+                static_generation(s, sp, 2)
+            rounds = []
+            for _ in range(args.rounds):
+                barrier = threading.Barrier(args.streams)
+                outcome = [None] * args.streams
+                errors = []
+
+                def work(i):
+                    try:
+                        with torch.inference_mode():
+                            outcome[i] = static_generation(sessions[i], session_prompts[i], args.steps, barrier)
+                    except BaseException as e:  # reported below; the barrier must not hang the others
+                        errors.append(traceback.format_exc())
+                        barrier.abort()
+
+                threads = [threading.Thread(target=work, args=(i,)) for i in range(args.streams)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                if errors:
+                    raise RuntimeError("a stream's session failed:\n" + errors[0])
+                window = max(o[4] for o in outcome) - min(o[3] for o in outcome)
+                later = sum(B * len(o[2]) for o in outcome)
+                rounds.append({"tokens_per_s": later / window,
+                               "step_us": [s * 1e6 for o in outcome for s in o[2]],
+                               "first_step_ms": max(o[1] for o in outcome)})
+            entry = arm_entry("streams", B, rounds)
+            entry["captured_before_timing"] = True
+            result["arms"].append(entry)
+            del sessions
+            torch.cuda.empty_cache()
+            log(f"batch {B}: " + ", ".join(f"{a['arm']} {a['tokens_per_s']:.0f} tokens/s"
+                                          for a in result["arms"] if a["batch"] == B))
+        result["greedy_agreement_with_cudakit"] = greedy_agreement
+
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=2)
+    log("wrote", args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except SystemExit:
+        raise
+    except BaseException:
+        traceback.print_exc()
+        print("decoder_torch: FAILED (see the traceback above)", flush=True)
+        sys.exit(1)

@@ -1,0 +1,364 @@
+// The decoder's kernels: their CUDA C++ source, compiled at run time with NVRTC for the
+// device in use, and their typed handles (kernels.hpp).
+#include "kernels.hpp"
+
+#include <cstdio>
+#include <string>
+
+namespace decoder {
+
+namespace {
+
+// The source. bf16 values travel as their bit patterns (unsigned short), so that no
+// toolkit header is needed: conversions round to nearest even, as __float2bfloat16_rn and
+// PyTorch do. Every sum, mean, variance and softmax is in fp32. D_MODEL, N_HEADS,
+// MAX_POSITIONS and LAYER_NORM_EPS are defined by the compile; heads are 64 wide.
+constexpr const char* source = R"kernels(
+typedef unsigned short bf16;
+
+#define HEAD_DIM 64
+#define WARP 32
+// -infinity, without math.h (NVRTC has no standard headers).
+#define NEGATIVE_INFINITY __int_as_float(0xff800000)
+
+__device__ __forceinline__ float bf16_to_float(bf16 b) { return __uint_as_float(((unsigned)b) << 16); }
+
+__device__ __forceinline__ bf16 float_to_bf16(float f) {
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (bf16)(u >> 16);
+}
+
+// 8 bf16 values in 16 bytes, as floats.
+__device__ __forceinline__ void unpack8(uint4 v, float* f) {
+  f[0] = __uint_as_float(v.x << 16); f[1] = __uint_as_float(v.x & 0xffff0000u);
+  f[2] = __uint_as_float(v.y << 16); f[3] = __uint_as_float(v.y & 0xffff0000u);
+  f[4] = __uint_as_float(v.z << 16); f[5] = __uint_as_float(v.z & 0xffff0000u);
+  f[6] = __uint_as_float(v.w << 16); f[7] = __uint_as_float(v.w & 0xffff0000u);
+}
+
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  return (unsigned)float_to_bf16(lo) | ((unsigned)float_to_bf16(hi) << 16);
+}
+
+__device__ __forceinline__ uint4 pack8(const float* f) {
+  return make_uint4(pack2(f[0], f[1]), pack2(f[2], f[3]), pack2(f[4], f[5]), pack2(f[6], f[7]));
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = WARP / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// The sum over the block, returned to every thread; `scratch` holds one float per warp.
+__device__ float block_sum(float v, float* scratch) {
+  v = warp_sum(v);
+  const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
+  __syncthreads();  // an earlier reduction's readers are done with scratch
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  return warp_sum(lane < warps ? scratch[lane] : 0.0f);
+}
+
+__device__ float block_max(float v, float* scratch) {
+  v = warp_max(v);
+  const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  return warp_max(lane < warps ? scratch[lane] : NEGATIVE_INFINITY);
+}
+
+// Layer norm of one row of D_MODEL values held 8 per thread (blockDim.x = D_MODEL / 8):
+// PyTorch's formula, (x - mean) · rstd · gamma + beta, with the biased variance.
+__device__ uint4 layer_norm_row(const float* x, const bf16* gamma, const bf16* beta) {
+  __shared__ float scratch[WARP];
+  float s = 0.0f;
+  for (int i = 0; i < 8; ++i) s += x[i];
+  const float mean = block_sum(s, scratch) * (1.0f / D_MODEL);
+  float q = 0.0f;
+  for (int i = 0; i < 8; ++i) q += (x[i] - mean) * (x[i] - mean);
+  const float rstd = rsqrtf(block_sum(q, scratch) * (1.0f / D_MODEL) + LAYER_NORM_EPS);
+  float g[8], b[8], y[8];
+  unpack8(reinterpret_cast<const uint4*>(gamma)[threadIdx.x], g);
+  unpack8(reinterpret_cast<const uint4*>(beta)[threadIdx.x], b);
+  for (int i = 0; i < 8; ++i) y[i] = (x[i] - mean) * rstd * g[i] + b[i];
+  return pack8(y);
+}
+
+// x = token_embedding[token] + position_embedding[position] (rounded to bf16, as a bf16
+// add does), and its layer norm. One block per row; row r is token r of its sequence
+// when rows_per_sequence > 1 (a prompt), at position *position + r % rows_per_sequence.
+extern "C" __global__ void embed_layer_norm(const int* tokens, const int* position, const bf16* token_embedding,
+                                            const bf16* position_embedding, const bf16* gamma, const bf16* beta,
+                                            bf16* x, bf16* normed, int rows_per_sequence) {
+  const int row = blockIdx.x;
+  const long long token = tokens[row];
+  const long long at = *position + row % rows_per_sequence;
+  float e[8], p[8], v[8];
+  unpack8(reinterpret_cast<const uint4*>(token_embedding + token * D_MODEL)[threadIdx.x], e);
+  unpack8(reinterpret_cast<const uint4*>(position_embedding + at * D_MODEL)[threadIdx.x], p);
+  for (int i = 0; i < 8; ++i) v[i] = bf16_to_float(float_to_bf16(e[i] + p[i]));
+  reinterpret_cast<uint4*>(x + (long long)row * D_MODEL)[threadIdx.x] = pack8(v);
+  reinterpret_cast<uint4*>(normed + (long long)row * D_MODEL)[threadIdx.x] = layer_norm_row(v, gamma, beta);
+}
+
+// normed[r] = layer_norm(x[r · row_stride]): row_stride is D_MODEL for every row, or a
+// prompt's length times D_MODEL for the last token of each prompt.
+extern "C" __global__ void layer_norm(const bf16* x, int row_stride, const bf16* gamma, const bf16* beta,
+                                      bf16* normed) {
+  const int row = blockIdx.x;
+  float v[8];
+  unpack8(reinterpret_cast<const uint4*>(x + (long long)row * row_stride)[threadIdx.x], v);
+  reinterpret_cast<uint4*>(normed + (long long)row * D_MODEL)[threadIdx.x] = layer_norm_row(v, gamma, beta);
+}
+
+// Decode attention: one block of 256 threads per (head, sequence). Appends this step's
+// key and value (from qkv) to the cache at *position, then attends over positions 0 to
+// *position: scores in fp32 in shared memory, an fp32 softmax, the weighted sum of values
+// in fp32. Each key and value row (64 bf16, 128 bytes) is read once, by 8 threads of 16
+// bytes each; 32 rows per pass, DECODE_UNROLL passes in flight per thread.
+// Cache layout: [sequence][head][MAX_POSITIONS... max_positions][64] per layer.
+#define DECODE_THREADS 256
+#define DECODE_GROUPS (DECODE_THREADS / 8)
+#define DECODE_UNROLL 8
+extern "C" __global__ void __launch_bounds__(DECODE_THREADS)
+decode_attention(const bf16* qkv, bf16* key_cache, bf16* value_cache, const int* position, bf16* out,
+                 int max_positions) {
+  __shared__ float probabilities[MAX_POSITIONS];
+  __shared__ float scratch[WARP];
+  __shared__ float partial[DECODE_THREADS / WARP][HEAD_DIM];
+  const int head = blockIdx.x, sequence = blockIdx.y, tid = threadIdx.x;
+  const int chunk = tid % 8, group = tid / 8;
+  const int at = *position, length = at + 1;
+  const bf16* row = qkv + (long long)sequence * 3 * D_MODEL;
+  const long long base = ((long long)sequence * N_HEADS + head) * max_positions * HEAD_DIM;
+  uint4* keys = reinterpret_cast<uint4*>(key_cache + base);
+  uint4* values = reinterpret_cast<uint4*>(value_cache + base);
+
+  if (tid < 8)
+    keys[(long long)at * 8 + tid] = reinterpret_cast<const uint4*>(row + D_MODEL + head * HEAD_DIM)[tid];
+  else if (tid < 16)
+    values[(long long)at * 8 + tid - 8] = reinterpret_cast<const uint4*>(row + 2 * D_MODEL + head * HEAD_DIM)[tid - 8];
+  float q[8];
+  unpack8(reinterpret_cast<const uint4*>(row + head * HEAD_DIM)[chunk], q);
+  __syncthreads();  // this step's key and value are in the cache for every thread
+
+  const float scale = 0.125f;  // 1/√64
+  float local_max = NEGATIVE_INFINITY;
+  for (int first = 0; first < length; first += DECODE_GROUPS * DECODE_UNROLL) {
+    uint4 k[DECODE_UNROLL];
+#pragma unroll
+    for (int u = 0; u < DECODE_UNROLL; ++u) {
+      const int j = first + group + DECODE_GROUPS * u;
+      k[u] = j < length ? keys[(long long)j * 8 + chunk] : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < DECODE_UNROLL; ++u) {
+      const int j = first + group + DECODE_GROUPS * u;
+      float kf[8];
+      unpack8(k[u], kf);
+      float s = 0.0f;
+      for (int i = 0; i < 8; ++i) s += q[i] * kf[i];
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+      s += __shfl_xor_sync(0xffffffffu, s, 4);
+      s *= scale;
+      if (j < length) {
+        if (chunk == 0) probabilities[j] = s;
+        local_max = fmaxf(local_max, s);
+      }
+    }
+  }
+  const float max_score = block_max(local_max, scratch);  // its barrier publishes the scores
+  float local_sum = 0.0f;
+  for (int j = tid; j < length; j += DECODE_THREADS) {
+    const float p = expf(probabilities[j] - max_score);
+    probabilities[j] = p;
+    local_sum += p;
+  }
+  const float sum = block_sum(local_sum, scratch);  // and the probabilities
+
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int first = 0; first < length; first += DECODE_GROUPS * DECODE_UNROLL) {
+    uint4 v[DECODE_UNROLL];
+#pragma unroll
+    for (int u = 0; u < DECODE_UNROLL; ++u) {
+      const int j = first + group + DECODE_GROUPS * u;
+      v[u] = j < length ? values[(long long)j * 8 + chunk] : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < DECODE_UNROLL; ++u) {
+      const int j = first + group + DECODE_GROUPS * u;
+      const float p = j < length ? probabilities[j] : 0.0f;
+      float vf[8];
+      unpack8(v[u], vf);
+      for (int i = 0; i < 8; ++i) acc[i] += p * vf[i];
+    }
+  }
+  // The 4 groups of a warp share each chunk: lanes c, c+8, c+16, c+24.
+  for (int i = 0; i < 8; ++i) {
+    acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 8);
+    acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 16);
+  }
+  const int warp = tid / WARP, lane = tid % WARP;
+  if (lane < 8)
+    for (int i = 0; i < 8; ++i) partial[warp][lane * 8 + i] = acc[i];
+  __syncthreads();
+  if (tid < HEAD_DIM) {
+    float total = 0.0f;
+    for (int w = 0; w < DECODE_THREADS / WARP; ++w) total += partial[w][tid];
+    out[(long long)sequence * D_MODEL + head * HEAD_DIM + tid] = float_to_bf16(total / sum);
+  }
+}
+
+// Prompt attention: one block of 256 threads per (head, sequence) over a prompt of
+// `length` tokens at positions 0 to length - 1. Copies the prompt's keys and values into
+// the cache and into shared memory (rows padded to 33 words, so that 32 lanes reading
+// 32 rows hit 32 banks), then each warp takes queries t = warp, warp + 8, ...: causal
+// scores over keys 0..t in fp32, an fp32 softmax, the weighted sum of values.
+// Dynamic shared memory: 2 · length · 33 words for keys and values, 8 · (64 + length)
+// floats for each warp's query and probabilities.
+#define PREFILL_THREADS 256
+#define PREFILL_WARPS (PREFILL_THREADS / WARP)
+#define ROW_WORDS 33
+extern "C" __global__ void __launch_bounds__(PREFILL_THREADS)
+prefill_attention(const bf16* qkv, bf16* key_cache, bf16* value_cache, bf16* out, int length, int max_positions) {
+  extern __shared__ unsigned shared_words[];
+  unsigned* key_rows = shared_words;
+  unsigned* value_rows = key_rows + length * ROW_WORDS;
+  float* warp_space = reinterpret_cast<float*>(value_rows + length * ROW_WORDS);
+  const int head = blockIdx.x, sequence = blockIdx.y, tid = threadIdx.x;
+  const long long base = ((long long)sequence * N_HEADS + head) * max_positions * HEAD_DIM;
+  uint4* keys = reinterpret_cast<uint4*>(key_cache + base);
+  uint4* values = reinterpret_cast<uint4*>(value_cache + base);
+
+  for (int i = tid; i < length * 8; i += PREFILL_THREADS) {
+    const int t = i / 8, chunk = i % 8;
+    const bf16* row = qkv + ((long long)sequence * length + t) * 3 * D_MODEL + head * HEAD_DIM;
+    const uint4 k = reinterpret_cast<const uint4*>(row + D_MODEL)[chunk];
+    const uint4 v = reinterpret_cast<const uint4*>(row + 2 * D_MODEL)[chunk];
+    keys[(long long)t * 8 + chunk] = k;
+    values[(long long)t * 8 + chunk] = v;
+    unsigned* kr = key_rows + t * ROW_WORDS + chunk * 4;
+    unsigned* vr = value_rows + t * ROW_WORDS + chunk * 4;
+    kr[0] = k.x; kr[1] = k.y; kr[2] = k.z; kr[3] = k.w;
+    vr[0] = v.x; vr[1] = v.y; vr[2] = v.z; vr[3] = v.w;
+  }
+  __syncthreads();
+
+  const int warp = tid / WARP, lane = tid % WARP;
+  float* query = warp_space + warp * (HEAD_DIM + length);
+  float* probabilities = query + HEAD_DIM;
+  const float scale = 0.125f;
+  for (int t = warp; t < length; t += PREFILL_WARPS) {
+    const bf16* row = qkv + ((long long)sequence * length + t) * 3 * D_MODEL + head * HEAD_DIM;
+    const unsigned qw = reinterpret_cast<const unsigned*>(row)[lane];
+    query[2 * lane] = __uint_as_float(qw << 16);
+    query[2 * lane + 1] = __uint_as_float(qw & 0xffff0000u);
+    __syncwarp();
+    float local_max = NEGATIVE_INFINITY;
+    for (int j = lane; j <= t; j += WARP) {
+      const unsigned* kr = key_rows + j * ROW_WORDS;
+      float s = 0.0f;
+      for (int w = 0; w < HEAD_DIM / 2; ++w) {
+        s += query[2 * w] * __uint_as_float(kr[w] << 16);
+        s += query[2 * w + 1] * __uint_as_float(kr[w] & 0xffff0000u);
+      }
+      s *= scale;
+      probabilities[j] = s;
+      local_max = fmaxf(local_max, s);
+    }
+    const float max_score = warp_max(local_max);
+    float local_sum = 0.0f;
+    for (int j = lane; j <= t; j += WARP) {
+      const float p = expf(probabilities[j] - max_score);
+      probabilities[j] = p;
+      local_sum += p;
+    }
+    const float sum = warp_sum(local_sum);
+    __syncwarp();
+    float a0 = 0.0f, a1 = 0.0f;
+    for (int j = 0; j <= t; ++j) {
+      const unsigned vw = value_rows[j * ROW_WORDS + lane];
+      a0 += probabilities[j] * __uint_as_float(vw << 16);
+      a1 += probabilities[j] * __uint_as_float(vw & 0xffff0000u);
+    }
+    reinterpret_cast<unsigned*>(out + ((long long)sequence * length + t) * D_MODEL + head * HEAD_DIM)[lane] =
+        pack2(a0 / sum, a1 / sum);
+    __syncwarp();  // the next query overwrites this one's query and probabilities
+  }
+}
+
+// Greedy decoding: next_tokens[r] = the index of row r's largest logit (the lowest index
+// among equal ones, as torch.argmax). One block of 256 threads per row. Block 0 then
+// advances *position by `advance` (1 after a decode step, 0 after a prompt): the graph of
+// a step moves to the next position by itself.
+#define ARGMAX_THREADS 256
+extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
+argmax_tokens(const bf16* logits, int vocab, int* next_tokens, int* position, int advance) {
+  __shared__ float best_values[ARGMAX_THREADS / WARP];
+  __shared__ int best_indices[ARGMAX_THREADS / WARP];
+  const int row = blockIdx.x, tid = threadIdx.x;
+  const uint4* values = reinterpret_cast<const uint4*>(logits + (long long)row * vocab);
+  float best = NEGATIVE_INFINITY;
+  int index = 0x7fffffff;
+  for (int c = tid; c < vocab / 8; c += ARGMAX_THREADS) {
+    float f[8];
+    unpack8(values[c], f);
+    for (int i = 0; i < 8; ++i)
+      if (f[i] > best) best = f[i], index = c * 8 + i;  // c rises: the first of equal values stays
+  }
+  for (int o = WARP / 2; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, best, o);
+    const int other_index = __shfl_xor_sync(0xffffffffu, index, o);
+    if (other > best || (other == best && other_index < index)) best = other, index = other_index;
+  }
+  const int warp = tid / WARP, lane = tid % WARP;
+  if (lane == 0) best_values[warp] = best, best_indices[warp] = index;
+  __syncthreads();
+  if (tid == 0) {
+    for (int w = 1; w < ARGMAX_THREADS / WARP; ++w)
+      if (best_values[w] > best || (best_values[w] == best && best_indices[w] < index))
+        best = best_values[w], index = best_indices[w];
+    next_tokens[row] = index == 0x7fffffff ? 0 : index;
+    if (row == 0) *position += advance;
+  }
+}
+)kernels";
+
+// A float as a C++ literal that reads back as the same float.
+std::string float_literal(float value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9gf", static_cast<double>(value));
+  return text;
+}
+
+}  // namespace
+
+Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
+  if (config.head_dim != 64 || config.d_model % 8 != 0 || config.d_model / 8 > 1024 || config.vocab % 8 != 0)
+    throw cudakit::InvalidArgument("decoder kernels: heads must be 64 wide, d_model a multiple of 8 up to 8192 and "
+                                   "the vocabulary a multiple of 8");
+  cudakit::CompileOptions options;
+  options.defines = {"D_MODEL=" + std::to_string(config.d_model), "N_HEADS=" + std::to_string(config.heads),
+                     "MAX_POSITIONS=" + std::to_string(config.max_positions),
+                     "LAYER_NORM_EPS=" + float_literal(config.layer_norm_eps)};
+  cudakit::CompiledProgram program = cudakit::Program(source, "decoder_kernels.cu").compile(device, options);
+  Kernels k;
+  k.module = cudakit::Module::load(device, program);
+  k.embed_layer_norm = k.module.kernel<EmbedLayerNorm>("embed_layer_norm");
+  k.layer_norm = k.module.kernel<LayerNorm>("layer_norm");
+  k.decode_attention = k.module.kernel<DecodeAttention>("decode_attention");
+  k.prefill_attention = k.module.kernel<PrefillAttention>("prefill_attention");
+  k.argmax_tokens = k.module.kernel<ArgmaxTokens>("argmax_tokens");
+  return k;
+}
+
+}  // namespace decoder

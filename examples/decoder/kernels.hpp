@@ -1,0 +1,52 @@
+// The decoder's own kernels (layer norm, attention over the KV cache, greedy argmax),
+// compiled with NVRTC for the device in use. The GEMMs are cuBLASLt's (decoder.hpp).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "cudakit/cudakit.hpp"
+#include "model.hpp"
+
+namespace decoder {
+
+using bf16 = __nv_bfloat16;
+
+/// The kernels, loaded on one device. Shared by every session on that device.
+struct Kernels {
+  /// x = token_embedding[token] + position_embedding[position]; normed = layer_norm(x).
+  /// (tokens, position, token_embedding, position_embedding, gamma, beta, x, normed,
+  /// rows_per_sequence); one block of d_model/8 threads per row.
+  using EmbedLayerNorm = void(const int*, const int*, const bf16*, const bf16*, const bf16*, const bf16*, bf16*, bf16*,
+                              int);
+  /// normed[r] = layer_norm(x[r · row_stride]) (x, row_stride, gamma, beta, normed).
+  using LayerNorm = void(const bf16*, int, const bf16*, const bf16*, bf16*);
+  /// (qkv, key_cache, value_cache, position, out, max_positions); grid (heads, batch), 256 threads.
+  using DecodeAttention = void(const bf16*, bf16*, bf16*, const int*, bf16*, int);
+  /// (qkv, key_cache, value_cache, out, prompt_length, max_positions); grid (heads, batch).
+  using PrefillAttention = void(const bf16*, bf16*, bf16*, bf16*, int, int);
+  /// (logits, vocab, next_tokens, position, advance); one block of 256 threads per row.
+  using ArgmaxTokens = void(const bf16*, int, int*, int*, int);
+
+  static constexpr unsigned attention_threads = 256;
+  static constexpr unsigned argmax_threads = 256;
+
+  cudakit::Module module;
+  cudakit::Kernel<EmbedLayerNorm> embed_layer_norm;
+  cudakit::Kernel<LayerNorm> layer_norm;
+  cudakit::Kernel<DecodeAttention> decode_attention;
+  cudakit::Kernel<PrefillAttention> prefill_attention;
+  cudakit::Kernel<ArgmaxTokens> argmax_tokens;
+
+  /// Compiles for `device` and loads. InvalidArgument for a shape the kernels do not
+  /// cover (heads other than 64 wide, d_model not a multiple of 8 or above 8192, a
+  /// vocabulary not a multiple of 8); CompileError, CompilerUnavailable from NVRTC.
+  static Kernels compile(const cudakit::Device& device, const Config& config);
+
+  /// Bytes of dynamic shared memory prefill_attention needs for a prompt.
+  static std::size_t prefill_shared_bytes(int prompt_length) {
+    const auto n = static_cast<std::size_t>(prompt_length);
+    return (2 * n * 33 + 8 * (64 + n)) * 4;
+  }
+};
+
+}  // namespace decoder

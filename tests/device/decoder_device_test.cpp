@@ -1,0 +1,84 @@
+// The decoder workload (examples/decoder) on the GPU: its steps through the graph cache
+// must equal the same steps launched one by one, bit for bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "decoder.hpp"
+#include "gpu_fixture.hpp"
+
+namespace {
+
+using decoder::Session;
+using decoder::StepMode;
+
+struct Trace {
+  std::vector<std::int32_t> tokens;
+  std::vector<std::uint16_t> hidden;
+  int position = 0;
+};
+
+// The prompt, then `steps` decode steps; the tokens and the final hidden state after the
+// prompt and after every step.
+Trace run(const decoder::Model& model, cudakit::StreamRef stream, const decoder::Inputs& inputs, int steps,
+          StepMode mode, cudakit::GraphCacheStatistics* statistics = nullptr) {
+  Session session(model, stream, {1, inputs.prompt_length});
+  Trace t;
+  std::vector<std::int32_t> token(1);
+  auto keep = [&] {
+    session.read_tokens(token);
+    t.tokens.push_back(token[0]);
+    const std::vector<std::uint16_t> h = session.read_hidden(1);
+    t.hidden.insert(t.hidden.end(), h.begin(), h.end());
+  };
+  session.prefill(inputs.prompts, 1, inputs.prompt_length);
+  keep();
+  for (int s = 0; s < steps; ++s) {
+    if (mode == StepMode::cached) session.step_cached(1);
+    else session.step(1);
+    keep();
+  }
+  t.position = session.read_position();
+  if (statistics) *statistics = session.cache_statistics();
+  return t;
+}
+
+class DecoderTest : public cudakit::testing::GpuTest {};
+
+TEST_F(DecoderTest, EightGraphCacheStepsAtBatchOneEqualTheEagerSteps) {
+  cudakit::Stream stream(device());
+  const decoder::Config config;
+  const decoder::Model model(decoder::random_weights(config), stream);
+  const decoder::Inputs inputs = decoder::random_inputs(config, 1, 128, 1);
+  const int steps = 8;
+
+  const Trace eager = run(model, stream, inputs, steps, StepMode::eager);
+  cudakit::GraphCacheStatistics statistics;
+  const Trace graph = run(model, stream, inputs, steps, StepMode::cached, &statistics);
+
+  ASSERT_EQ(eager.tokens.size(), static_cast<std::size_t>(steps + 1));
+  EXPECT_EQ(graph.tokens, eager.tokens);
+  EXPECT_TRUE(graph.hidden == eager.hidden) << "the hidden states differ";
+  EXPECT_EQ(eager.position, inputs.prompt_length + steps);
+  EXPECT_EQ(graph.position, inputs.prompt_length + steps);
+  EXPECT_EQ(statistics.captures, 1u);
+  EXPECT_EQ(statistics.hits, static_cast<std::uint64_t>(steps - 1));
+  EXPECT_EQ(statistics.updates + statistics.recaptures + statistics.eager_runs, 0u);
+
+  // A real computation: tokens in the vocabulary, hidden states finite and varied.
+  for (std::int32_t t : eager.tokens) EXPECT_TRUE(t >= 0 && t < config.vocab) << t;
+  std::vector<float> h;
+  for (std::uint16_t bits : eager.hidden) h.push_back(decoder::from_bf16(bits));
+  EXPECT_TRUE(std::all_of(h.begin(), h.end(), [](float v) { return std::isfinite(v); }));
+  const auto [low, high] = std::minmax_element(h.begin(), h.end());
+  EXPECT_GT(*high - *low, 1.0f) << "layer-normed hidden states span several units";
+  // Each step's hidden state differs from the previous one's (the position moves on).
+  const std::size_t d = static_cast<std::size_t>(config.d_model);
+  for (int s = 1; s <= steps; ++s)
+    EXPECT_FALSE(std::equal(h.begin() + s * d, h.begin() + (s + 1) * d, h.begin() + (s - 1) * d)) << "step " << s;
+}
+
+}  // namespace
