@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "decoder.hpp"
+#include "generation.hpp"
 #include "gpu_fixture.hpp"
 
 namespace {
