@@ -7,7 +7,8 @@
 # once and linked into every binary that uses it:
 #   fatbin  machine code for every architecture of CUDAKIT_KERNEL_ARCHS, and PTX for the
 #           first architecture of each major generation among them and for the newest,
-#           compressed. A GPU runs its own machine code; a GPU newer than the list
+#           uncompressed, so that cudakit reads each kernel's parameter layout from the
+#           image (docs/launch.md) instead of asking the driver. A GPU runs its own machine code; a GPU newer than the list
 #           JIT-compiles the newest PTX; under CUDA_FORCE_PTX_JIT=1 the driver JIT-compiles
 #           the PTX of the GPU's own generation, so code that needs that generation's
 #           features (clusters from sm_90) keeps them.
@@ -82,8 +83,12 @@ function(cudakit_add_kernels target name source)
     list(APPEND gencode -gencode arch=compute_${arch},code=compute_${arch})
   endforeach()
   string(REPLACE ";" " " arch_words "${CUDAKIT_KERNEL_ARCH_LIST}")
+  set(uncompressed "")
+  if(CUDAToolkit_VERSION VERSION_GREATER_EQUAL 12.8)
+    set(uncompressed --compress-mode=none)  # the default compresses large fatbins
+  endif()
   add_custom_command(OUTPUT ${out}.fatbin
-    COMMAND ${CUDAKIT_NVCC} ${common} --fatbin ${gencode} -Xfatbin=-compress-all -o ${out}.fatbin ${src}
+    COMMAND ${CUDAKIT_NVCC} ${common} --fatbin ${gencode} ${uncompressed} -o ${out}.fatbin ${src}
     DEPENDS ${src} COMMENT "nvcc: ${name}.fatbin (${arch_words})" VERBATIM)
   add_custom_command(OUTPUT ${out}.cubin
     COMMAND ${CUDAKIT_NVCC} ${common} --cubin -arch=sm_${CUDAKIT_KERNEL_ARCH} -o ${out}.cubin ${src}

@@ -202,7 +202,7 @@ void write_check(const Model& model, cudakit::StreamRef stream, const Inputs& in
   }
   out.add("hidden", Dtype::bf16, {points, batch, d}, std::as_bytes(std::span(hidden)));
   out.add("argmax", Dtype::i32, {points, batch}, std::as_bytes(std::span(argmax)));
-  out.metadata("check", "point 0: after the prompts; point s: after teacher-forced step s (token forced[:, s - 1])");
+  out.metadata("check", "check 0: after the prompts; check s: after teacher-forced step s (token forced[:, s - 1])");
   out.metadata("hidden", "the final layer norm's output, the LM head's input");
 }
 

@@ -14,7 +14,7 @@ namespace {
 
 int p2p_attribute(Device from, Device to, CUdevice_P2PAttribute attribute) {
   int value = 0;
-  check(cu.DeviceGetP2PAttribute(&value, attribute, from.handle(), to.handle()), "cuDeviceGetP2PAttribute",
+  check(cu.DeviceGetP2PAttribute(&value, attribute, from.handle(), to.handle()), cu.DeviceGetP2PAttribute.name(),
         Resource::of_device(from.ordinal()));
   return value;
 }

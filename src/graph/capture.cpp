@@ -209,7 +209,7 @@ void refuse_submission_from_other_thread(StreamState* state, const char* what) {
   if (owner == me || owner == std::thread::id{}) return;
   throw CaptureError(std::string(what) + " on " + stream_words(state) + " from " + thread_words(me) +
                      " refused: the stream is being captured into a graph by " + thread_words(owner) +
-                     ", and work from another thread would land silently in that graph (DESIGN 9); submit it from the "
+                     ", and work from another thread would land silently in that graph; submit it from the "
                      "capturing thread, or to another stream");
 }
 
@@ -305,7 +305,7 @@ void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, S
   }
   if (from_capture == nullptr)
     throw CaptureError(stream_words(to_state) + " is capturing and cannot wait for work outside its capture (on " +
-                       stream_words(from_state) + "): a graph cannot depend on work outside it (DESIGN 6); order "
+                       stream_words(from_state) + "): a graph cannot depend on work outside it; order "
                        "that work before the capture begins (the graph's launch waits for it)");
   throw CaptureError(stream_words(to_state) + " and " + stream_words(from_state) +
                      " are in two different captures; a wait between them would merge the captures, which is not "
@@ -361,7 +361,7 @@ void after_event_wait(StreamRef stream, StreamState* state, void* joined) {
   if (c->owner != std::this_thread::get_id())
     throw CaptureError("cuStreamWaitEvent on " + stream_words(state) + " from " + thread_words(std::this_thread::get_id()) +
                        " made it join a capture owned by " + thread_words(c->owner) +
-                       "; work from another thread must not enter that graph (DESIGN 9)");
+                       "; work from another thread must not enter that graph");
   // The driver made the stream capture already, and the mark follows: an event recorded
   // in the capture other than through cudakit (EventRef::record marks before the wait).
   // A free or hand-off from another thread in between can still land in the capture.

@@ -198,10 +198,10 @@ void CommState::watch(StreamRef stream) {
   if (w == nullptr) {
     CUevent event = nullptr;
     make_device_current(stream.device_ordinal());
-    check(cu.EventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate", Resource::of_device(stream.device_ordinal()));
+    check(cu.EventCreate(&event, CU_EVENT_DISABLE_TIMING), cu.EventCreate.name(), Resource::of_device(stream.device_ordinal()));
     w = &watches.emplace_back(StreamWatch{stream.handle(), event, {}, false});
   }
-  check(cu.EventRecord(w->event, stream.handle()), "cuEventRecord",
+  check(cu.EventRecord(w->event, stream.handle()), cu.EventRecord.name(),
         Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal()));
   w->submitted = Clock::now();
   w->pending = true;
@@ -229,7 +229,7 @@ CommState::~CommState() {
   }
   for (auto& w : watches) {
     CUresult r = cu.EventDestroy(w.event);
-    if (r != CUDA_SUCCESS) park_driver_error(r, "cuEventDestroy", Resource::of_device(device), "NCCL communicator destroy");
+    if (r != CUDA_SUCCESS) park_driver_error(r, cu.EventDestroy.name(), Resource::of_device(device), "NCCL communicator destroy");
   }
 }
 

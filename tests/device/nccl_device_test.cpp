@@ -61,9 +61,6 @@ class NcclDeviceTest : public GpuTest {
       GTEST_SKIP() << e.what();
     }
   }
-  void require_gpus(int n) {
-    if (Device::count() < n) GTEST_SKIP() << "needs " << n << " GPUs; this machine has " << Device::count();
-  }
 };
 
 // ---- one GPU: a one-rank communicator ----
@@ -200,7 +197,7 @@ TEST_F(NcclDeviceTest, APeerThatNeverJoinsTimesOutWithAClearErrorAndTheProcessEx
 // ---- two or more GPUs ----
 
 TEST_F(NcclDeviceTest, EveryCollectiveOverEveryGpuMatchesTheHost) {
-  require_gpus(2);
+  if (Device::count() < 2) GTEST_SKIP() << "needs 2 GPUs; this machine has " << Device::count();
   auto devices = Device::all();
   const int g = static_cast<int>(devices.size());
   auto comms = nccl::Communicator::create_all(devices);
@@ -267,7 +264,7 @@ TEST_F(NcclDeviceTest, EveryCollectiveOverEveryGpuMatchesTheHost) {
 
 #ifdef CUDAKIT_HAVE_TEST_KERNELS
 TEST_F(NcclDeviceTest, AKernelOnGpu1ReadingGpu0sBufferWaitsForItsWriter) {
-  require_gpus(2);
+  if (Device::count() < 2) GTEST_SKIP() << "needs 2 GPUs; this machine has " << Device::count();
   Device d0 = Device::get(0), d1 = Device::get(1);
   if (!d1.can_access_peer(d0)) GTEST_SKIP() << "device 1 cannot access device 0's memory";
   enable_peer_access(d1, d0);
@@ -297,7 +294,7 @@ TEST_F(NcclDeviceTest, AKernelOnGpu1ReadingGpu0sBufferWaitsForItsWriter) {
 #endif
 
 TEST_F(NcclDeviceTest, APeerCopyOrdersBothOfItsEnds) {
-  require_gpus(2);
+  if (Device::count() < 2) GTEST_SKIP() << "needs 2 GPUs; this machine has " << Device::count();
   Device d0 = Device::get(0), d1 = Device::get(1);
   Stream s0(d0), s1(d1), t1(d1);
   const std::size_t n = 1 << 24;
@@ -339,7 +336,7 @@ std::string example_path(const char* name) {
 }
 
 TEST_F(NcclDeviceTest, TheDataParallelStepRunsAsTwoProcesses) {
-  require_gpus(2);
+  if (Device::count() < 2) GTEST_SKIP() << "needs 2 GPUs; this machine has " << Device::count();
   std::string binary = example_path("data_parallel_rank");
   if (binary.empty()) GTEST_SKIP() << "data_parallel_rank not found (set CUDAKIT_EXAMPLE_DIR)";
   std::string address = "127.0.0.1:" + std::to_string(free_port());

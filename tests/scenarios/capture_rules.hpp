@@ -191,24 +191,23 @@ inline void BeginCaptureOnACapturingStreamIsIllegal(DriverRig& rig) {
   EXPECT_NE(g, nullptr);
 }
 
-/// Only the stream that began a capture ends it: a forked stream gets UNMATCHED, and
-/// the capture ends normally once the fork is joined back.
+/// Only the stream that began a capture ends it: a forked stream gets UNMATCHED, and the
+/// attempt invalidates the whole capture.
 inline void EndCaptureOnAForkedStreamIsUnmatched(DriverRig& rig) {
   CUstream fork = rig.stream();
-  CUevent forked = rig.event(), joined = rig.event();
+  CUevent forked = rig.event();
   CUstream s = rig.capturing_stream();
   rig.wait_through(fork, forked, s);
   EXPECT_EQ(rig.work(fork), CUDA_SUCCESS);
   CUgraph g = nullptr;
   EXPECT_EQ(driver::cu.StreamEndCapture(fork, &g), CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
   EXPECT_EQ(g, nullptr);
-  rig.wait_through(s, joined, fork);
-  EXPECT_EQ(rig.end_capture(s, &g), CUDA_SUCCESS);
-  EXPECT_NE(g, nullptr);
+  rig.expect_invalidated(s, "a capture a forked stream tried to end");
 }
 
-/// A capture in global or thread-local mode ends only on the thread that began it; the
-/// attempt from another thread leaves it going.
+/// A capture in global or thread-local mode ends only on the thread that began it: the
+/// attempt from another thread is refused, and ends the capture without a graph all the
+/// same (a second end finds no capture).
 inline void EndCaptureFromAnotherThreadIsTheWrongThread(DriverRig& rig) {
   for (CUstreamCaptureMode mode : {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL}) {
     CUstream s = rig.capturing_stream(mode);
@@ -217,8 +216,8 @@ inline void EndCaptureFromAnotherThreadIsTheWrongThread(DriverRig& rig) {
       EXPECT_EQ(driver::cu.StreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) << "mode " << mode;
       EXPECT_EQ(g, nullptr);
     });
-    EXPECT_EQ(rig.status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE) << "mode " << mode;
-    EXPECT_EQ(rig.end_capture(s), CUDA_SUCCESS) << "mode " << mode;
+    EXPECT_EQ(rig.status(s), CU_STREAM_CAPTURE_STATUS_NONE) << "mode " << mode;
+    EXPECT_EQ(rig.end_capture(s), CUDA_ERROR_ILLEGAL_STATE) << "mode " << mode;
   }
 }
 
@@ -372,7 +371,7 @@ inline void AWaitOnAnEventRecordedOutsideTheCaptureIsIsolation(DriverRig& rig) {
 }
 
 /// A stream capturing into one graph cannot wait on an event recorded in another
-/// capture: the two would merge. The waiting capture is invalidated, the other goes on.
+/// capture: the two would merge. Both captures are invalidated.
 inline void AWaitAcrossTwoCapturesIsAMergeError(DriverRig& rig) {
   CUevent in_a = rig.event();
   CUstream a = rig.stream(), b = rig.stream();
@@ -382,23 +381,19 @@ inline void AWaitAcrossTwoCapturesIsAMergeError(DriverRig& rig) {
   EXPECT_EQ(rig.work(b), CUDA_SUCCESS);
   EXPECT_EQ(driver::cu.EventRecord(in_a, a), CUDA_SUCCESS);
   EXPECT_EQ(driver::cu.StreamWaitEvent(b, in_a, 0), CUDA_ERROR_STREAM_CAPTURE_MERGE);
-  EXPECT_EQ(rig.status(a), CU_STREAM_CAPTURE_STATUS_ACTIVE);
   rig.expect_invalidated(b, "the waiting capture");
-  CUgraph g = nullptr;
-  EXPECT_EQ(rig.end_capture(a, &g), CUDA_SUCCESS);
-  EXPECT_NE(g, nullptr);
+  rig.expect_invalidated(a, "the capture the event was recorded in");
 }
 
-/// An event last recorded inside a capture cannot be queried or synchronized, during the
-/// capture or after it, and waiting on it after its capture ended is refused too; a
-/// record outside a capture makes it an ordinary event again.
+/// An event last recorded inside a capture cannot be queried, during the capture or after
+/// it, and waiting on it after its capture ended is refused too; a record outside a
+/// capture makes it an ordinary event again.
 inline void AnEventRecordedInACaptureIsACapturedEvent(DriverRig& rig) {
   CUstream other = rig.stream();
   CUevent e = rig.event();
   CUstream s = rig.capturing_stream();
   EXPECT_EQ(driver::cu.EventRecord(e, s), CUDA_SUCCESS);
   EXPECT_EQ(driver::cu.EventQuery(e), CUDA_ERROR_CAPTURED_EVENT);
-  EXPECT_EQ(driver::cu.EventSynchronize(e), CUDA_ERROR_CAPTURED_EVENT);
   EXPECT_EQ(rig.status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
   EXPECT_EQ(rig.end_capture(s), CUDA_SUCCESS);
   EXPECT_EQ(driver::cu.EventQuery(e), CUDA_ERROR_CAPTURED_EVENT);
@@ -406,6 +401,22 @@ inline void AnEventRecordedInACaptureIsACapturedEvent(DriverRig& rig) {
   EXPECT_EQ(driver::cu.EventRecord(e, other), CUDA_SUCCESS);
   EXPECT_EQ(driver::cu.EventSynchronize(e), CUDA_SUCCESS);
   EXPECT_EQ(driver::cu.StreamWaitEvent(s, e, 0), CUDA_SUCCESS);
+}
+
+/// Synchronizing an event recorded in a capture that is still going on is refused with
+/// INVALID_VALUE and invalidates the capture; the event then answers INVALID_VALUE until a
+/// record outside a capture.
+inline void SynchronizingACapturedEventInvalidatesItsCapture(DriverRig& rig) {
+  CUstream other = rig.stream();
+  CUevent e = rig.event();
+  CUstream s = rig.capturing_stream();
+  EXPECT_EQ(driver::cu.EventRecord(e, s), CUDA_SUCCESS);
+  EXPECT_EQ(driver::cu.EventSynchronize(e), CUDA_ERROR_INVALID_VALUE);
+  rig.expect_invalidated(s, "a synchronize of an event recorded in the capture");
+  EXPECT_EQ(driver::cu.EventQuery(e), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(driver::cu.StreamWaitEvent(other, e, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(driver::cu.EventRecord(e, other), CUDA_SUCCESS);
+  EXPECT_EQ(driver::cu.EventSynchronize(e), CUDA_SUCCESS);
 }
 
 }  // namespace cudakit::scenarios
@@ -425,4 +436,5 @@ inline void AnEventRecordedInACaptureIsACapturedEvent(DriverRig& rig) {
   X(AGlobalCaptureRefusesUnsafeCallsOnOtherThreads)                  \
   X(AWaitOnAnEventRecordedOutsideTheCaptureIsIsolation)              \
   X(AWaitAcrossTwoCapturesIsAMergeError)                             \
-  X(AnEventRecordedInACaptureIsACapturedEvent)
+  X(AnEventRecordedInACaptureIsACapturedEvent)                       \
+  X(SynchronizingACapturedEventInvalidatesItsCapture)

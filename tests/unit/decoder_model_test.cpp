@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -237,7 +238,10 @@ TEST(DecoderModel, WeightsAndInputsReadBackAsWritten) {
 TEST(DecoderModel, ReadingWeightsOfAnotherModelNamesTheTensor) {
   decoder::Config c = small_config();
   auto weights = decoder::random_weights(c);
-  weights.layout[3].name = "layers.0.attn.qkv.weightx";
+  auto renamed = std::find_if(weights.layout.begin(), weights.layout.end(),
+                              [](const auto& t) { return t.name == "layers.0.attn.qkv.weight"; });
+  ASSERT_NE(renamed, weights.layout.end());
+  renamed->name = "layers.0.attn.qkv.weightx";
   decoder::write_weights(weights, scratch("renamed.safetensors"));
   try {
     decoder::read_weights(scratch("renamed.safetensors"));

@@ -117,6 +117,9 @@ struct Area {
   std::uint64_t next_capture = 1;
   std::map<CUstream, Membership> capturing;
   std::map<CUevent, CapturedEvent> captured_events;
+  // Events last recorded in a capture that ended invalidated: the driver answers
+  // INVALID_VALUE for them until a record outside a capture.
+  std::set<CUevent> events_of_invalidated_captures;
   std::map<CUfunction, Kernel> kernels;
   bool defer = false;
   std::vector<std::pair<CUgraphExec, CUstream>> pending;
@@ -405,11 +408,15 @@ CUresult StreamEndCapture(CUstream s, CUgraph* out) {
   Membership* m = membership(s);
   if (m == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
   Capture* c = m->capture;
-  if (c->origin != s) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
-  if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && c->thread != std::this_thread::get_id())
-    return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  if (c->origin != s) {  // the driver invalidates the capture too
+    invalidate(c);
+    return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+  }
   CUresult result = CUDA_SUCCESS;
-  if (c->invalidated) {
+  if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && c->thread != std::this_thread::get_id()) {
+    // The driver refuses, and ends the capture without a graph all the same.
+    result = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  } else if (c->invalidated) {
     result = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   } else {
     std::set<CUgraphNode> joined;
@@ -422,6 +429,14 @@ CUresult StreamEndCapture(CUstream s, CUgraph* out) {
   }
   leave_capture(c);
   CUgraph g = c->graph;
+  if (c->invalidated)
+    for (auto it = A().captured_events.begin(); it != A().captured_events.end();)
+      if (it->second.capture == c->id) {
+        A().events_of_invalidated_captures.insert(it->first);
+        it = A().captured_events.erase(it);
+      } else {
+        ++it;
+      }
   A().captures.erase(c->id);
   if (result != CUDA_SUCCESS) {
     destroy_graph(g);
@@ -975,6 +990,7 @@ CUresult refuse_context_sync() {
 bool capture_event_record(CUevent e, CUstream s, CUresult* result) {
   std::lock_guard l(D().mutex);
   Membership* m = membership(s);
+  A().events_of_invalidated_captures.erase(e);
   if (m == nullptr) {
     A().captured_events.erase(e);
     return false;
@@ -987,6 +1003,10 @@ bool capture_event_record(CUevent e, CUstream s, CUresult* result) {
 bool capture_event_wait(CUstream s, CUevent e, CUresult* result) {
   std::lock_guard l(D().mutex);
   Membership* m = membership(s);
+  if (A().events_of_invalidated_captures.count(e)) {
+    *result = CUDA_ERROR_INVALID_VALUE;
+    return true;
+  }
   auto ce = A().captured_events.find(e);
   if (ce == A().captured_events.end()) {
     if (m == nullptr) return false;
@@ -1008,8 +1028,9 @@ bool capture_event_wait(CUstream s, CUevent e, CUresult* result) {
     *result = c->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
     return true;
   }
-  if (m->capture != c) {
+  if (m->capture != c) {  // both captures are invalidated
     invalidate(m->capture);
+    invalidate(c);
     *result = CUDA_ERROR_STREAM_CAPTURE_MERGE;
     return true;
   }
@@ -1019,9 +1040,17 @@ bool capture_event_wait(CUstream s, CUevent e, CUresult* result) {
   return true;
 }
 
-CUresult refuse_captured_event(CUevent e) {
+CUresult refuse_captured_event(CUevent e, bool synchronize) {
   std::lock_guard l(D().mutex);
-  return A().captured_events.count(e) ? CUDA_ERROR_CAPTURED_EVENT : CUDA_SUCCESS;
+  if (A().events_of_invalidated_captures.count(e)) return CUDA_ERROR_INVALID_VALUE;
+  auto ce = A().captured_events.find(e);
+  if (ce == A().captured_events.end()) return CUDA_SUCCESS;
+  auto c = A().captures.find(ce->second.capture);
+  if (synchronize && c != A().captures.end()) {  // a wait for a capture still going on
+    invalidate(c->second.get());
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_ERROR_CAPTURED_EVENT;
 }
 
 // ---- test helpers ----
