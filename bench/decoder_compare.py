@@ -148,7 +148,9 @@ def table(merged):
     if c:
         lines.append(f"  hidden relative L2: max {c['hidden_rel_l2_max']:.2e}, after 32 steps "
                      f"{c['hidden_rel_l2_after_32_steps']:.2e} (bound {c['hidden_rel_l2_bound']}); greedy tokens "
-                     f"agree at {100 * c['token_agreement']:.2f}% of {c['token_positions']} positions")
+                     f"agree at {100 * c['token_agreement']:.2f}% of {c['token_positions']} positions"
+                     + (f" ({100 * c['token_agreement_within_bf16_resolution']:.2f}% counting ties within one bf16 "
+                        "step of PyTorch's largest logit)" if 'token_agreement_within_bf16_resolution' in c else ""))
     for b in merged["batches"]:
         g = arm(r, "cudakit", "graph_cache", b)
         if g:

@@ -385,38 +385,41 @@ inline void AWaitAcrossTwoCapturesIsAMergeError(DriverRig& rig) {
   rig.expect_invalidated(a, "the capture the event was recorded in");
 }
 
-/// An event last recorded inside a capture cannot be queried, during the capture or after
-/// it, and waiting on it after its capture ended is refused too; a record outside a
-/// capture makes it an ordinary event again.
+/// An event last recorded inside a capture that ended is a captured event: a query, a
+/// synchronize and a wait on it are refused; a record outside a capture makes it an
+/// ordinary event again.
 inline void AnEventRecordedInACaptureIsACapturedEvent(DriverRig& rig) {
   CUstream other = rig.stream();
   CUevent e = rig.event();
   CUstream s = rig.capturing_stream();
   EXPECT_EQ(driver::cu.EventRecord(e, s), CUDA_SUCCESS);
-  EXPECT_EQ(driver::cu.EventQuery(e), CUDA_ERROR_CAPTURED_EVENT);
-  EXPECT_EQ(rig.status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
   EXPECT_EQ(rig.end_capture(s), CUDA_SUCCESS);
   EXPECT_EQ(driver::cu.EventQuery(e), CUDA_ERROR_CAPTURED_EVENT);
+  EXPECT_EQ(driver::cu.EventSynchronize(e), CUDA_ERROR_CAPTURED_EVENT);
   EXPECT_EQ(driver::cu.StreamWaitEvent(other, e, 0), CUDA_ERROR_CAPTURED_EVENT);
   EXPECT_EQ(driver::cu.EventRecord(e, other), CUDA_SUCCESS);
   EXPECT_EQ(driver::cu.EventSynchronize(e), CUDA_SUCCESS);
   EXPECT_EQ(driver::cu.StreamWaitEvent(s, e, 0), CUDA_SUCCESS);
 }
 
-/// Synchronizing an event recorded in a capture that is still going on is refused with
-/// INVALID_VALUE and invalidates the capture; the event then answers INVALID_VALUE until a
-/// record outside a capture.
-inline void SynchronizingACapturedEventInvalidatesItsCapture(DriverRig& rig) {
-  CUstream other = rig.stream();
-  CUevent e = rig.event();
-  CUstream s = rig.capturing_stream();
-  EXPECT_EQ(driver::cu.EventRecord(e, s), CUDA_SUCCESS);
-  EXPECT_EQ(driver::cu.EventSynchronize(e), CUDA_ERROR_INVALID_VALUE);
-  rig.expect_invalidated(s, "a synchronize of an event recorded in the capture");
-  EXPECT_EQ(driver::cu.EventQuery(e), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(driver::cu.StreamWaitEvent(other, e, 0), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(driver::cu.EventRecord(e, other), CUDA_SUCCESS);
-  EXPECT_EQ(driver::cu.EventSynchronize(e), CUDA_SUCCESS);
+/// A query or a synchronize of an event recorded in a capture that goes on is refused
+/// (CAPTURED_EVENT) and invalidates the capture; the event then answers INVALID_VALUE,
+/// to a query, a synchronize or a wait, until a record outside a capture.
+inline void QueryingOrSynchronizingACapturedEventInvalidatesItsCapture(DriverRig& rig) {
+  for (bool query : {true, false}) {
+    const std::string what = query ? "a query" : "a synchronize";
+    CUstream other = rig.stream();
+    CUevent e = rig.event();
+    CUstream s = rig.capturing_stream();
+    EXPECT_EQ(driver::cu.EventRecord(e, s), CUDA_SUCCESS) << what;
+    EXPECT_EQ(query ? driver::cu.EventQuery(e) : driver::cu.EventSynchronize(e), CUDA_ERROR_CAPTURED_EVENT) << what;
+    rig.expect_invalidated(s, what + " of an event recorded in the capture");
+    EXPECT_EQ(driver::cu.EventQuery(e), CUDA_ERROR_INVALID_VALUE) << what;
+    EXPECT_EQ(driver::cu.EventSynchronize(e), CUDA_ERROR_INVALID_VALUE) << what;
+    EXPECT_EQ(driver::cu.StreamWaitEvent(other, e, 0), CUDA_ERROR_INVALID_VALUE) << what;
+    EXPECT_EQ(driver::cu.EventRecord(e, other), CUDA_SUCCESS) << what;
+    EXPECT_EQ(driver::cu.EventSynchronize(e), CUDA_SUCCESS) << what;
+  }
 }
 
 }  // namespace cudakit::scenarios
@@ -437,4 +440,4 @@ inline void SynchronizingACapturedEventInvalidatesItsCapture(DriverRig& rig) {
   X(AWaitOnAnEventRecordedOutsideTheCaptureIsIsolation)              \
   X(AWaitAcrossTwoCapturesIsAMergeError)                             \
   X(AnEventRecordedInACaptureIsACapturedEvent)                       \
-  X(SynchronizingACapturedEventInvalidatesItsCapture)
+  X(QueryingOrSynchronizingACapturedEventInvalidatesItsCapture)

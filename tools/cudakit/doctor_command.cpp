@@ -118,6 +118,10 @@ class DoctorReport {
 CheckOutcome run_check(const DoctorCheck& c, const Device* d) {
   try {
     return c.run(d);
+  } catch (const CheckSkipped& e) {
+    // Not a failure: the check cannot run here (an optional library is not installed),
+    // and its line says why.
+    return CheckOutcome::passed(e.what());
   } catch (const std::exception& e) {
     return CheckOutcome(e.what());
   } catch (...) {

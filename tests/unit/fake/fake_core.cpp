@@ -388,7 +388,7 @@ CUresult EventSynchronize(CUevent e) {
   std::lock_guard l(D().mutex);
   FakeEvent* ev = D().event(e);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult r = refuse_captured_event(e, true)) return r;
+  if (CUresult r = refuse_captured_event(e)) return r;
   D().host_waits(ev->snapshot);
   return CUDA_SUCCESS;
 }

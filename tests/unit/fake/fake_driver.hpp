@@ -274,10 +274,10 @@ bool capture_event_record(CUevent e, CUstream s, CUresult* result);
 /// cuStreamWaitEvent across capture boundaries: joins, merges and isolation errors.
 /// Returns true (with *result) when the capture rules decided the call.
 bool capture_event_wait(CUstream s, CUevent e, CUresult* result);
-/// Query or synchronize of an event last recorded in a capture: CUDA_ERROR_CAPTURED_EVENT;
-/// a synchronize while that capture goes on invalidates it (INVALID_VALUE), and an event
-/// of a capture that ended invalidated is INVALID_VALUE until recorded outside one.
-CUresult refuse_captured_event(CUevent e, bool synchronize = false);
+/// Query or synchronize of an event last recorded in a capture: CUDA_ERROR_CAPTURED_EVENT,
+/// and the capture, if it goes on, is invalidated; an event of an invalidated capture
+/// (going on or ended) is INVALID_VALUE until recorded outside a capture.
+CUresult refuse_captured_event(CUevent e);
 /// Runs a host function (cuLaunchHostFunc, a graph's host node) as the driver would: no
 /// CUDA call is allowed inside it, and one made there is a problem the test reports.
 void run_host_function(CUhostFn fn, void* data);

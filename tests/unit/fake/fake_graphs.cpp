@@ -1040,15 +1040,15 @@ bool capture_event_wait(CUstream s, CUevent e, CUresult* result) {
   return true;
 }
 
-CUresult refuse_captured_event(CUevent e, bool synchronize) {
+CUresult refuse_captured_event(CUevent e) {
   std::lock_guard l(D().mutex);
   if (A().events_of_invalidated_captures.count(e)) return CUDA_ERROR_INVALID_VALUE;
   auto ce = A().captured_events.find(e);
   if (ce == A().captured_events.end()) return CUDA_SUCCESS;
   auto c = A().captures.find(ce->second.capture);
-  if (synchronize && c != A().captures.end()) {  // a wait for a capture still going on
+  if (c != A().captures.end()) {  // the capture goes on
+    if (c->second->invalidated) return CUDA_ERROR_INVALID_VALUE;
     invalidate(c->second.get());
-    return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_ERROR_CAPTURED_EVENT;
 }
