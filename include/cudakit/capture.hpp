@@ -97,7 +97,6 @@ class CUDAKIT_API Capture {
   CaptureMode mode() const noexcept { return mode_; }
 
  private:
-  CUgraph finish(bool throwing);
   StreamRef stream_;
   CaptureMode mode_;
   detail::CaptureState* state_ = nullptr;

@@ -16,10 +16,13 @@
 
 #include <algorithm>
 #include <exception>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
@@ -437,53 +440,72 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
   state_ = state.release();
 }
 
-CUgraph Capture::finish(bool throwing) {
-  using namespace detail;
-  CaptureState* c = state_;
-  StreamState* origin = c->members.front();
-  Resource res = stream_resource(origin);
-  if (c->mode != CaptureMode::relaxed && c->owner != std::this_thread::get_id()) {
-    std::string message = "the capture on " + stream_words(origin) + " was begun by " + thread_words(c->owner) +
-                          " and must end there (" + thread_words(std::this_thread::get_id()) +
-                          " tried); only a relaxed capture may end on another thread";
-    if (throwing) throw CaptureError(message, CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
-    park_error({CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "~Capture", message});
-  }
+namespace detail {
+namespace {
 
-  // Join every stream that joined the capture back into the origin (a fork left unjoined
-  // fails the capture: STREAM_CAPTURE_UNJOINED).
-  // A join that failed is reported after the end (which must run in any case), even when
-  // the end succeeds (the user may have joined that stream already): a failed driver call
-  // is never swallowed.
-  std::exception_ptr failed_join;
+// How a capture ended: the graph and its resources, or what went wrong. On failure the
+// graph is destroyed and the resources released already; what remains is the error, for
+// Capture::end to throw or ~Capture to park.
+struct CaptureOutcome {
+  CUgraph graph = nullptr;
+  GraphResources* resources = nullptr;  // one reference, the caller's when the capture succeeded
+  CUresult end = CUDA_SUCCESS;          // cuStreamEndCapture's result
+  std::exception_ptr failed_join;       // the first join of a forked stream that failed
+  Resource origin;                      // the capturing stream
+
+  bool succeeded() const noexcept { return end == CUDA_SUCCESS && !failed_join; }
+};
+
+// A strict capture ends on the thread that began it: the reason when this thread may not
+// end capture `c`.
+std::optional<std::string> refusal_to_end_here(const CaptureState* c) {
+  if (c->mode == CaptureMode::relaxed || c->owner == std::this_thread::get_id()) return std::nullopt;
+  return "the capture on " + stream_words(c->members.front()) + " was begun by " + thread_words(c->owner) +
+         " and must end there (" + thread_words(std::this_thread::get_id()) +
+         " tried); only a relaxed capture may end on another thread";
+}
+
+// Joins every stream that joined the capture back into the origin (a fork left unjoined
+// fails the capture: STREAM_CAPTURE_UNJOINED). Every join is tried; the first failure is
+// returned, to be reported after the end (which must run in any case), even when the end
+// succeeds (the user may have joined that stream already): a failed driver call is never
+// swallowed.
+std::exception_ptr join_forks_into_origin(const CaptureState* c) {
+  StreamState* origin = c->members.front();
+  std::exception_ptr failed;
   for (std::size_t i = 1; i < c->members.size(); ++i) {
     try {
       order_after(origin->handle, c->members[i]->handle, c->members[i]->device);
     } catch (...) {
-      if (!failed_join) failed_join = std::current_exception();
+      if (!failed) failed = std::current_exception();
     }
   }
-  CUgraph graph = nullptr;
-  CUresult r = CUDA_SUCCESS;
-  try {
-    r = cu.StreamEndCapture(origin->handle, &graph);
-    if (r != CUDA_SUCCESS && !is_sticky(r)) {
-      // A capture never leaves a stream capturing: the driver ends the capture
-      // when it reports an invalidated or unjoined one, but an end that failed for
-      // another reason may have left the stream in capture mode. Ask, and end it again
-      // (that graph is dropped; the first failure is the one reported).
-      CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-      if (cu.StreamIsCapturing(origin->handle, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE) {
-        CUgraph again = nullptr;
-        if (cu.StreamEndCapture(origin->handle, &again) == CUDA_SUCCESS && again != nullptr) cu.GraphDestroy(again);
-      }
-    }
-  } catch (...) {
-    r = CUDA_ERROR_UNKNOWN;
-  }
+  return failed;
+}
 
-  // Bookkeeping, whatever the outcome: every stream of the capture has left it.
-  state_ = nullptr;
+// Ends the driver's capture on `origin`. A capture never leaves a stream capturing: the
+// driver ends the capture when it reports an invalidated or unjoined one, but an end that
+// failed for another reason may have left the stream in capture mode. Ask, and end it
+// again (that graph is dropped; the first failure is the one reported).
+CUresult end_driver_capture(CUstream origin, CUgraph& graph) noexcept {
+  try {
+    CUresult r = cu.StreamEndCapture(origin, &graph);
+    if (r == CUDA_SUCCESS || is_sticky(r)) return r;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cu.StreamIsCapturing(origin, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE) {
+      CUgraph again = nullptr;
+      if (cu.StreamEndCapture(origin, &again) == CUDA_SUCCESS && again != nullptr) cu.GraphDestroy(again);
+    }
+    return r;
+  } catch (...) {
+    return CUDA_ERROR_UNKNOWN;
+  }
+}
+
+// Every stream of capture `c` leaves it, whatever the outcome: unmarked, out of the
+// registry, uncounted, released. Frees `c`.
+void forget_capture(CaptureState* c) {
+  std::unique_ptr<CaptureState> owned(c);
   for (StreamState* m : c->members) {
     m->capture.store(nullptr, std::memory_order_release);
     m->capture_owner.store(std::thread::id{}, std::memory_order_release);
@@ -496,51 +518,86 @@ CUgraph Capture::finish(bool throwing) {
     uncount_capture(c);
   }
   for (StreamState* m : c->members) release(m);
-  std::unique_ptr<CaptureState> owned(c);
-
-  if (r != CUDA_SUCCESS || failed_join) {
-    if (graph != nullptr) cu.GraphDestroy(graph);
-    c->resources->release();
-    run_deferred_tasks_if_any();
-    if (failed_join) {  // the first failure: what went wrong at the end may follow from it
-      if (r != CUDA_SUCCESS && !is_capture_error(r)) park_driver_error(r, "cuStreamEndCapture", res, "~Capture");
-      if (throwing) std::rethrow_exception(failed_join);
-      try {
-        std::rethrow_exception(failed_join);
-      } catch (const DriverError& e) {
-        park_error({e.code(), "~Capture", e.what()});
-      } catch (const std::exception& e) {
-        park_error({CUDA_SUCCESS, "~Capture", e.what()});
-      }
-      return nullptr;
-    }
-    if (throwing) check(r, "cuStreamEndCapture", res);
-    if (!is_capture_error(r)) park_driver_error(r, "cuStreamEndCapture", res, "~Capture");
-    return nullptr;
-  }
-  return graph;
 }
+
+// Ends capture `c` and frees its state. On failure the partial graph is destroyed and the
+// resources released before the outcome is returned.
+CaptureOutcome end_capture(CaptureState* c) {
+  CaptureOutcome out;
+  out.origin = stream_resource(c->members.front());
+  out.resources = c->resources;
+  out.failed_join = join_forks_into_origin(c);
+  out.end = end_driver_capture(c->members.front()->handle, out.graph);
+  forget_capture(c);
+  if (!out.succeeded()) {
+    if (out.graph != nullptr) cu.GraphDestroy(out.graph);
+    out.graph = nullptr;
+    out.resources->release();
+    out.resources = nullptr;
+    run_deferred_tasks_if_any();
+  }
+  return out;
+}
+
+// A failed join is the first failure: what went wrong at the end may follow from it. The
+// end's own failure is then parked, unless it is the capture's failure (a capture error).
+void park_end_failure_after_failed_join(const CaptureOutcome& out) noexcept {
+  if (out.end != CUDA_SUCCESS && !is_capture_error(out.end))
+    park_driver_error(out.end, cu.StreamEndCapture.name(), out.origin, "~Capture");
+}
+
+[[noreturn]] void throw_failure(const CaptureOutcome& out) {
+  if (out.failed_join) {
+    park_end_failure_after_failed_join(out);
+    std::rethrow_exception(out.failed_join);
+  }
+  check(out.end, cu.StreamEndCapture.name(), out.origin);
+  std::terminate();  // unreachable: a failed outcome has a failed end or join
+}
+
+// A destructor reports a failure without throwing. A capture error at the end is not
+// reported: the scope was leaving without the graph anyway.
+void park_failure(const CaptureOutcome& out) noexcept {
+  if (out.failed_join) {
+    park_end_failure_after_failed_join(out);
+    try {
+      std::rethrow_exception(out.failed_join);
+    } catch (const DriverError& e) {
+      park_error({e.code(), "~Capture", e.what()});
+    } catch (const std::exception& e) {
+      park_error({CUDA_SUCCESS, "~Capture", e.what()});
+    } catch (...) {
+    }
+    return;
+  }
+  if (!is_capture_error(out.end)) park_driver_error(out.end, cu.StreamEndCapture.name(), out.origin, "~Capture");
+}
+
+}  // namespace
+}  // namespace detail
 
 std::optional<Graph> Capture::end() {
   using namespace detail;
   if (state_ == nullptr) throw CaptureError("Capture::end: the capture has already ended");
-  GraphResources* resources = state_->resources;  // one reference, ours now
+  if (auto refusal = refusal_to_end_here(state_))
+    throw CaptureError(*refusal, CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
   int device = state_->device;
-  CUgraph graph = finish(true);
-  std::unique_ptr<GraphResources, void (*)(GraphResources*)> held(resources, [](GraphResources* r) { r->release(); });
+  CaptureOutcome out = end_capture(std::exchange(state_, nullptr));
+  if (!out.succeeded()) throw_failure(out);
+  CUgraph graph = out.graph;
+  std::unique_ptr<GraphResources, void (*)(GraphResources*)> held(out.resources, [](GraphResources* r) { r->release(); });
   std::size_t nodes = 0;
   CUresult r = cu.GraphGetNodes(graph, nullptr, &nodes);
   if (r != CUDA_SUCCESS || nodes == 0) {
     // A failed count is raised (and, sticky, poisons the device) before the destroy: the
-    // first error must be the one kept. Destroying first made a sticky cuGraphGetNodes
-    // surface as ContextPoisoned carrying cuGraphDestroy (the fault sweep found it).
+    // first error must be the one kept, not a ContextPoisoned carrying cuGraphDestroy.
     auto destroy = [&] {
       CUresult d = cu.GraphDestroy(graph);
       if (d != CUDA_SUCCESS)
-        park_driver_error(d, "cuGraphDestroy", Resource::of(ResourceKind::graph, graph, device), "capture end");
+        park_driver_error(d, cu.GraphDestroy.name(), Resource::of(ResourceKind::graph, graph, device), "capture end");
     };
     try {
-      check(r, "cuGraphGetNodes", Resource::of(ResourceKind::graph, graph, device));
+      check(r, cu.GraphGetNodes.name(), Resource::of(ResourceKind::graph, graph, device));
     } catch (...) {
       destroy();
       throw;
@@ -550,7 +607,7 @@ std::optional<Graph> Capture::end() {
     run_deferred_tasks_if_any();
     return std::nullopt;  // an empty capture yields no graph
   }
-  Graph result(graph, device, resources);  // takes the graph; its core holds the resources
+  Graph result(graph, device, out.resources);  // takes the graph; its core holds the resources
   held.reset();
   run_deferred_tasks_if_any();
   return result;
@@ -566,18 +623,22 @@ Graph Capture::end_nonempty() {
 }
 
 Capture::~Capture() {
+  using namespace detail;
   if (state_ == nullptr) return;
   try {
-    detail::GraphResources* resources = state_->resources;
-    CUgraph graph = finish(false);
-    if (graph != nullptr) {
-      CUresult r = cu.GraphDestroy(graph);
+    if (auto refusal = refusal_to_end_here(state_))
+      park_error({CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "~Capture", *refusal});
+    CaptureOutcome out = end_capture(std::exchange(state_, nullptr));
+    if (!out.succeeded()) {
+      park_failure(out);
+    } else if (out.graph != nullptr) {  // a scope left without end(): the graph is discarded
+      CUresult r = cu.GraphDestroy(out.graph);
       if (r != CUDA_SUCCESS)
-        park_driver_error(r, "cuGraphDestroy", Resource::of(ResourceKind::graph, graph, stream_.device_ordinal()),
-                          "~Capture");
-      resources->release();
+        park_driver_error(r, cu.GraphDestroy.name(),
+                          Resource::of(ResourceKind::graph, out.graph, stream_.device_ordinal()), "~Capture");
+      out.resources->release();
     }
-    detail::run_deferred_tasks_if_any();
+    run_deferred_tasks_if_any();
   } catch (const std::exception& e) {
     park_error({CUDA_SUCCESS, "~Capture", e.what()});
   }

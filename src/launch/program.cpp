@@ -189,6 +189,120 @@ std::string program_log(const nvrtc::Api& api, nvrtcProgram program) {
   return log;
 }
 
+using NamePairs = std::vector<std::pair<std::string, std::string>>;
+
+// ---- one compile, step by step ----
+
+// The architecture NVRTC is asked for ("sm_90" for a cubin, "compute_90" for PTX), refused
+// with the list NVRTC has when this NVRTC cannot compile for it.
+std::string checked_target(const nvrtc::Api& api, const std::string& arch_text, ProgramOutput output) {
+  Arch arch = parse_arch(arch_text);
+  std::string target = arch_for(arch, output);
+  std::vector<int> supported = supported_archs(api);
+  if (!supported.empty() && std::find(supported.begin(), supported.end(), arch.number) == supported.end()) {
+    std::string list;
+    for (int a : supported) list += (list.empty() ? "" : ", ") + std::to_string(a);
+    throw InvalidArgument("NVRTC " + version_words(api) + " (" + api.path + ") cannot compile for " + target +
+                          "; it compiles for " + list);
+  }
+  return target;
+}
+
+std::vector<std::string> nvrtc_options(const CompileOptions& o, const std::string& target) {
+  std::vector<std::string> options;
+  options.push_back("--gpu-architecture=" + target);
+  if (!o.standard.empty()) options.push_back("-std=" + o.standard);
+  for (const auto& d : o.defines) options.push_back("-D" + d);
+  for (const auto& i : o.include_paths) options.push_back("-I" + i);
+  for (const auto& f : o.flags) options.push_back(f);
+  return options;
+}
+
+// The cache key: everything that decides the output.
+std::string cache_key(const nvrtc::Api& api, ProgramOutput output, const std::string& name, const std::string& source,
+                      const NamePairs& headers, const std::vector<std::string>& options,
+                      const std::vector<std::string>& name_expressions) {
+  std::string key = "nvrtc " + version_words(api) + (output == ProgramOutput::cubin ? " cubin\n" : " ptx\n");
+  append_field(key, name);
+  append_field(key, source);
+  key += std::to_string(headers.size()) + " headers\n";
+  for (const auto& [n, c] : headers) {
+    append_field(key, n);
+    append_field(key, c);
+  }
+  key += std::to_string(options.size()) + " options\n";
+  for (const auto& opt : options) append_field(key, opt);
+  key += std::to_string(name_expressions.size()) + " names\n";
+  for (const auto& e : name_expressions) append_field(key, e);
+  return key;
+}
+
+std::filesystem::path cache_file(const std::filesystem::path& dir, const std::string& key) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(key)));
+  return dir / (std::string(hex) + ".nvrtc");
+}
+
+// nvrtcCreateProgram with the headers, then the name expressions whose lowered names are
+// wanted. `what` says which compile failed.
+void create_program(ProgramHandle& handle, const std::string& source, const std::string& name, const NamePairs& headers,
+                    const std::vector<std::string>& name_expressions, const std::string& what) {
+  std::vector<const char*> header_names, header_sources;
+  for (const auto& [n, c] : headers) {
+    header_names.push_back(n.c_str());
+    header_sources.push_back(c.c_str());
+  }
+  nvrtcResult r = handle.api.CreateProgram(&handle.program, source.c_str(), name.c_str(),
+                                           static_cast<int>(headers.size()), header_sources.data(), header_names.data());
+  if (r != NVRTC_SUCCESS) fail(what + ": nvrtcCreateProgram failed", r);
+  for (const auto& e : name_expressions) {
+    r = handle.api.AddNameExpression(handle.program, e.c_str());
+    if (r != NVRTC_SUCCESS) fail(what + ": nvrtcAddNameExpression(\"" + e + "\") failed", r);
+  }
+}
+
+// The NVRTC call itself: its log, or a CompileError that carries the log and the options.
+std::string compile_program(ProgramHandle& handle, const std::vector<std::string>& options, const std::string& what) {
+  std::vector<const char*> option_pointers;
+  for (const auto& opt : options) option_pointers.push_back(opt.c_str());
+  nvrtcResult r = handle.api.CompileProgram(handle.program, static_cast<int>(option_pointers.size()), option_pointers.data());
+  std::string log = program_log(handle.api, handle.program);
+  if (r != NVRTC_SUCCESS) {
+    std::string options_words;
+    for (const auto& opt : options) options_words += " " + opt;
+    throw CompileError(what + " failed (" + nvrtc::result_words(r) + "; options:" + options_words + ")" +
+                           (log.empty() ? std::string() : "; NVRTC's log:\n" + log),
+                       log);
+  }
+  return log;
+}
+
+// The compiled image: a cubin, or PTX with its terminating NUL.
+std::vector<unsigned char> program_image(const ProgramHandle& handle, ProgramOutput output, const std::string& what) {
+  const nvrtc::Api& api = handle.api;
+  const bool cubin = output == ProgramOutput::cubin;
+  std::size_t size = 0;
+  nvrtcResult r = cubin ? api.GetCUBINSize(handle.program, &size) : api.GetPTXSize(handle.program, &size);
+  if (r != NVRTC_SUCCESS) fail(what + (cubin ? ": nvrtcGetCUBINSize failed" : ": nvrtcGetPTXSize failed"), r);
+  std::vector<unsigned char> image(size);
+  char* data = reinterpret_cast<char*>(image.data());
+  r = cubin ? api.GetCUBIN(handle.program, data) : api.GetPTX(handle.program, data);
+  if (r != NVRTC_SUCCESS) fail(what + (cubin ? ": nvrtcGetCUBIN failed" : ": nvrtcGetPTX failed"), r);
+  return image;
+}
+
+NamePairs lowered_names(const ProgramHandle& handle, const std::vector<std::string>& name_expressions,
+                        const std::string& what) {
+  NamePairs lowered;
+  for (const auto& e : name_expressions) {
+    const char* name = nullptr;
+    nvrtcResult r = handle.api.GetLoweredName(handle.program, e.c_str(), &name);
+    if (r != NVRTC_SUCCESS || name == nullptr) fail(what + ": nvrtcGetLoweredName(\"" + e + "\") failed", r);
+    lowered.emplace_back(e, name);
+  }
+  return lowered;
+}
+
 }  // namespace
 
 const std::string& CompiledProgram::lowered_name(std::string_view expression) const {
@@ -223,98 +337,28 @@ CompiledProgram Program::compile(const CompileOptions& o) const {
     throw InvalidArgument("compiling program '" + name_ +
                           "': CompileOptions::arch is empty; name an architecture (\"sm_90\") or compile for a Device");
   const nvrtc::Api& api = nvrtc::api();
-  Arch arch = parse_arch(o.arch);
-  std::string target = arch_for(arch, o.output);
-  std::vector<int> supported = supported_archs(api);
-  if (!supported.empty() && std::find(supported.begin(), supported.end(), arch.number) == supported.end()) {
-    std::string list;
-    for (int a : supported) list += (list.empty() ? "" : ", ") + std::to_string(a);
-    throw InvalidArgument("NVRTC " + version_words(api) + " (" + api.path + ") cannot compile for " + target +
-                          "; it compiles for " + list);
-  }
-
-  std::vector<std::string> options;
-  options.push_back("--gpu-architecture=" + target);
-  if (!o.standard.empty()) options.push_back("-std=" + o.standard);
-  for (const auto& d : o.defines) options.push_back("-D" + d);
-  for (const auto& i : o.include_paths) options.push_back("-I" + i);
-  for (const auto& f : o.flags) options.push_back(f);
-
-  // The cache key: everything that decides the output.
-  std::string key = "nvrtc " + version_words(api) + (o.output == ProgramOutput::cubin ? " cubin\n" : " ptx\n");
-  append_field(key, name_);
-  append_field(key, source_);
-  key += std::to_string(headers_.size()) + " headers\n";
-  for (const auto& [n, c] : headers_) {
-    append_field(key, n);
-    append_field(key, c);
-  }
-  key += std::to_string(options.size()) + " options\n";
-  for (const auto& opt : options) append_field(key, opt);
-  key += std::to_string(name_expressions_.size()) + " names\n";
-  for (const auto& e : name_expressions_) append_field(key, e);
+  const std::string target = checked_target(api, o.arch, o.output);
+  const std::vector<std::string> options = nvrtc_options(o, target);
+  const std::string key = cache_key(api, o.output, name_, source_, headers_, options, name_expressions_);
 
   CompiledProgram out;
   out.name_ = name_;
   out.output_ = o.output;
   out.arch_ = target;
 
-  std::filesystem::path dir = cache_directory(o);
-  std::filesystem::path file;
-  if (!dir.empty()) {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(key)));
-    file = dir / (std::string(hex) + ".nvrtc");
-    if (read_cache(file, key, out.image_, out.log_, out.lowered_)) {
-      out.from_cache_ = true;
-      return out;
-    }
+  const std::filesystem::path dir = cache_directory(o);
+  const std::filesystem::path file = dir.empty() ? std::filesystem::path() : cache_file(dir, key);
+  if (!dir.empty() && read_cache(file, key, out.image_, out.log_, out.lowered_)) {
+    out.from_cache_ = true;
+    return out;
   }
 
-  std::string what = "NVRTC " + version_words(api) + " compiling program '" + name_ + "' for " + target;
-  std::vector<const char*> header_names, header_sources;
-  for (const auto& [n, c] : headers_) {
-    header_names.push_back(n.c_str());
-    header_sources.push_back(c.c_str());
-  }
+  const std::string what = "NVRTC " + version_words(api) + " compiling program '" + name_ + "' for " + target;
   ProgramHandle handle{api};
-  nvrtcResult r = api.CreateProgram(&handle.program, source_.c_str(), name_.c_str(), static_cast<int>(headers_.size()),
-                                    header_sources.data(), header_names.data());
-  if (r != NVRTC_SUCCESS) fail(what + ": nvrtcCreateProgram failed", r);
-  for (const auto& e : name_expressions_) {
-    r = api.AddNameExpression(handle.program, e.c_str());
-    if (r != NVRTC_SUCCESS) fail(what + ": nvrtcAddNameExpression(\"" + e + "\") failed", r);
-  }
-  std::vector<const char*> option_pointers;
-  for (const auto& opt : options) option_pointers.push_back(opt.c_str());
-  r = api.CompileProgram(handle.program, static_cast<int>(option_pointers.size()), option_pointers.data());
-  out.log_ = program_log(api, handle.program);
-  if (r != NVRTC_SUCCESS) {
-    std::string options_words;
-    for (const auto& opt : options) options_words += " " + opt;
-    throw CompileError(what + " failed (" + nvrtc::result_words(r) + "; options:" + options_words + ")" +
-                           (out.log_.empty() ? std::string() : "; NVRTC's log:\n" + out.log_),
-                       out.log_);
-  }
-
-  std::size_t size = 0;
-  if (o.output == ProgramOutput::cubin) {
-    if ((r = api.GetCUBINSize(handle.program, &size)) != NVRTC_SUCCESS) fail(what + ": nvrtcGetCUBINSize failed", r);
-    out.image_.resize(size);
-    if ((r = api.GetCUBIN(handle.program, reinterpret_cast<char*>(out.image_.data()))) != NVRTC_SUCCESS)
-      fail(what + ": nvrtcGetCUBIN failed", r);
-  } else {
-    if ((r = api.GetPTXSize(handle.program, &size)) != NVRTC_SUCCESS) fail(what + ": nvrtcGetPTXSize failed", r);
-    out.image_.resize(size);  // the NUL included
-    if ((r = api.GetPTX(handle.program, reinterpret_cast<char*>(out.image_.data()))) != NVRTC_SUCCESS)
-      fail(what + ": nvrtcGetPTX failed", r);
-  }
-  for (const auto& e : name_expressions_) {
-    const char* lowered = nullptr;
-    r = api.GetLoweredName(handle.program, e.c_str(), &lowered);
-    if (r != NVRTC_SUCCESS || lowered == nullptr) fail(what + ": nvrtcGetLoweredName(\"" + e + "\") failed", r);
-    out.lowered_.emplace_back(e, lowered);
-  }
+  create_program(handle, source_, name_, headers_, name_expressions_, what);
+  out.log_ = compile_program(handle, options, what);
+  out.image_ = program_image(handle, o.output, what);
+  out.lowered_ = lowered_names(handle, name_expressions_, what);
   if (!dir.empty()) write_cache(dir, file, key, out);
   return out;
 }

@@ -213,7 +213,90 @@ void Allocation::synchronize_users() const {
   }
 }
 
+// ---- destruction: choose the stream, order after every user, free by kind ----
+//
+// The last reference is gone when destroy() runs, so no other thread touches the tracking
+// state: it is read without the mutex and without copying (a buffer's destruction is a hot
+// path: pool allocate + free must stay within 1.1x the raw driver's).
+
 namespace {
+
+// The streams that used an allocation: its owner, or its last writer and readers.
+struct Users {
+  StreamState* owner;
+  StreamState* last_writer;
+  const std::vector<StreamState*>& readers;
+
+  bool only_the_owner() const noexcept { return owner != nullptr && last_writer == nullptr && readers.empty(); }
+  template <class F>
+  void each(F&& f) const {
+    if (owner != nullptr) f(owner);
+    if (last_writer != nullptr) f(last_writer);
+    for (StreamState* r : readers) f(r);
+  }
+};
+
+Resource resource_of(AllocationKind kind, CUdeviceptr pointer, int device) {
+  ResourceKind what = kind == AllocationKind::pinned_host       ? ResourceKind::pinned_buffer
+                      : kind == AllocationKind::registered_host ? ResourceKind::host_registration
+                                                                : ResourceKind::buffer;
+  return Resource::of(what, reinterpret_cast<const void*>(pointer), device);
+}
+
+// The usual case, with nothing else to decide: pool memory that only its own stream used,
+// which is alive and not capturing, is freed there (one pin and the free). False, having
+// done nothing, in every other case.
+bool free_on_the_only_stream(const Users& users, CUdeviceptr pointer, int device) noexcept {
+  if (!users.only_the_owner()) return false;
+  // Pinned first: another thread may own the stream and destroy it meanwhile, or begin a
+  // capture on it (the free would land in that graph); neither can happen while the pin
+  // is held and the stream was seen alive and not capturing.
+  PinnedStream pinned(users.owner);
+  if (!pinned || pinned.capturing()) return false;
+  CUresult r = cu.MemFreeAsync(pointer, users.owner->handle);
+  if (r != CUDA_SUCCESS) [[unlikely]]
+    park_driver_error(r, cu.MemFreeAsync.name(), resource_of(AllocationKind::pool, pointer, device), "buffer free");
+  return true;
+}
+
+// Where a free is submitted: a live user that is not capturing, pinned until the free is
+// submitted (it may belong to another thread, which may destroy it or begin a capture on
+// it at any moment, and this free may run on any thread, e.g. a graph's deferred release);
+// else the device's service stream, where a stream is needed; else no stream.
+struct FreeStream {
+  StreamState* user = nullptr;
+  std::optional<PinnedStream> pin;
+  CUstream handle = nullptr;
+};
+
+FreeStream choose_free_stream(const Users& users, AllocationKind kind, int device) {
+  FreeStream on;
+  users.each([&](StreamState* u) {
+    if (on.user != nullptr) return;
+    PinnedStream p(u);
+    if (!p || p.capturing()) return;  // dead, or its work now lands in a graph
+    on.user = u;
+    on.handle = u->handle;
+    on.pin.emplace(std::move(p));
+  });
+  if (on.user != nullptr) return on;
+  // The service stream only where a stream is needed: a pool free is stream-ordered, and
+  // other streams' work is waited for on it. Memory no live stream used (a pinned buffer
+  // never copied) is freed without one: creating it could fail and leave the memory
+  // unfreed.
+  bool need_stream = kind == AllocationKind::pool;
+  users.each([&](StreamState* u) { need_stream = need_stream || alive(u); });
+  if (!need_stream) return on;
+  try {
+    on.handle = service_stream(device);
+  } catch (const DriverError&) {
+    // On a dead context the service stream cannot be made: nothing runs any more, so
+    // release on no stream rather than not at all (free_by_kind).
+    if (poison_of(device) == nullptr) throw;
+  }
+  return on;
+}
+
 // cuCtxSynchronize on the device's library context: true when it succeeded.
 bool context_finished_its_work(int device) noexcept {
   try {
@@ -223,6 +306,60 @@ bool context_finished_its_work(int device) noexcept {
     return false;
   }
 }
+
+// Orders the free after the work of every stream that used the memory: true when the
+// memory may be released now. Streams that died finished their work first
+// (stream_state.hpp); a stream that is capturing now is waited for through its capture
+// fence. When a wait fails, the failure is parked; then on a dead context (a sticky
+// error, DESIGN 7) nothing runs any more and the memory is released all the same
+// ("release what they can"), while on a live one work may still use it, so it is kept
+// unless the whole context finished its work: a leak rather than a use after free.
+bool order_after_every_user(const Users& users, const FreeStream& on, AllocationKind kind, int device,
+                            const Resource& res, const char* origin) {
+  try {
+    bool waited = false;
+    users.each([&](StreamState* u) {
+      if (u == on.user || !alive(u)) return;
+      wait_for_stream_work(on.handle, device, u);
+      waited = true;
+    });
+    // cuMemFree, cuMemFreeHost and cuMemHostUnregister are not stream-ordered: wait for
+    // the streams that used the memory first (a copy may still read or write it).
+    if (kind != AllocationKind::pool && (on.user != nullptr || waited))
+      check(cu.StreamSynchronize(on.handle), cu.StreamSynchronize.name(), res);
+    return true;
+  } catch (const DriverError& e) {
+    park_error({e.code(), origin, e.what()});
+    if (poison_of(device) != nullptr || context_finished_its_work(device)) return true;
+    park_error({e.code(), origin,
+                "the memory at " + describe(res) + " is kept (a leak): the work that used it could not be "
+                "waited for, and freeing it now could pull it from under that work"});
+    return false;
+  }
+}
+
+// The release itself, as the memory was obtained. A pool free is stream-ordered on
+// `stream`, null only on a dead context (no service stream could be made): the call is
+// tried all the same, and the driver refuses it with the sticky error.
+void free_by_kind(AllocationKind kind, CUdeviceptr pointer, CUstream stream, int device, const Resource& res) {
+  if (kind == AllocationKind::pool) {
+    check(cu.MemFreeAsync(pointer, stream), cu.MemFreeAsync.name(), res);
+    return;
+  }
+  try {
+    ContextRef(library_context(device), device).make_current();
+  } catch (const DriverError&) {
+    if (poison_of(device) == nullptr) throw;  // on a dead context, try the release anyway
+  }
+  void* host = reinterpret_cast<void*>(pointer);
+  switch (kind) {
+    case AllocationKind::plain: check(cu.MemFree(pointer), cu.MemFree.name(), res); break;
+    case AllocationKind::pinned_host: check(cu.MemFreeHost(host), cu.MemFreeHost.name(), res); break;
+    case AllocationKind::registered_host: check(cu.MemHostUnregister(host), cu.MemHostUnregister.name(), res); break;
+    case AllocationKind::pool: break;
+  }
+}
+
 }  // namespace
 
 void Allocation::destroy() noexcept {
@@ -232,135 +369,23 @@ void Allocation::destroy() noexcept {
     defer_to_safe_point([this] { destroy(); });
     return;
   }
-  // The usual case first, with nothing else to decide: pool memory that only its own
-  // stream used, which is alive and not capturing. Free it there. (Pool allocate + free
-  // must stay within 1.1x the raw driver's: this path is one pin and the free.) The last
-  // reference is gone, so no other thread touches the tracking state.
-  if (kind == AllocationKind::pool && last_writer_ == nullptr && readers_.empty()) {
-    StreamState* const o = owner_.load(std::memory_order_relaxed);
-    if (o != nullptr) {
-      // Pinned first: another thread may own the stream and destroy it meanwhile, or begin
-      // a capture on it (the free would land in that graph); neither can happen while the
-      // pin is held and the stream was seen alive and not capturing.
-      PinnedStream pinned(o);
-      if (pinned && !pinned.capturing()) {
-        CUresult r = cu.MemFreeAsync(pointer, o->handle);
-        if (r != CUDA_SUCCESS) [[unlikely]]
-          park_driver_error(r, "cuMemFreeAsync", Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device),
-                            "buffer free");
-        delete this;
-        return;
-      }
-    }
+  const Users users{owner_.load(std::memory_order_relaxed), last_writer_, readers_};
+  if (kind == AllocationKind::pool && free_on_the_only_stream(users, pointer, device)) {
+    delete this;
+    return;
   }
   const bool host = kind == AllocationKind::pinned_host || kind == AllocationKind::registered_host;
-  Resource res = Resource::of(kind == AllocationKind::pinned_host       ? ResourceKind::pinned_buffer
-                              : kind == AllocationKind::registered_host ? ResourceKind::host_registration
-                                                                        : ResourceKind::buffer,
-                              reinterpret_cast<const void*>(pointer), device);
+  const char* origin = host ? "host memory free" : "buffer free";
+  const Resource res = resource_of(kind, pointer, device);
   try {
     // Page-locked ranges leave the registry first, so no new copy treats them as pinned.
     if (host) unregister_host_range(reinterpret_cast<const void*>(pointer));
-    // Choose a live stream to free on, ordered after every other stream that used the
-    // allocation. Streams that died finished their work first (stream_state.hpp); a
-    // stream that is capturing now is waited for through its capture fence.
-    //
-    // The last reference is gone, so no other thread can touch the tracking state: it is
-    // read without the mutex and without copying (this is the hot path of a buffer's
-    // destruction: pool allocate + free must stay within 1.1x the raw driver's).
-    StreamState* const owner = owner_.load(std::memory_order_relaxed);
-    auto for_each_user = [&](auto&& f) {
-      if (owner != nullptr) f(owner);
-      if (last_writer_ != nullptr) f(last_writer_);
-      for (StreamState* r : readers_) f(r);
-    };
-    // The stream freed on is pinned until the free is submitted: it may belong to another
-    // thread, which may destroy it or begin a capture on it at any moment (this free may
-    // run on any thread, e.g. a graph's deferred release). Its owner then waits for the
-    // pin. A stream seen capturing after pinning is not freed on.
-    StreamState* on = nullptr;
-    std::optional<PinnedStream> on_pinned;
-    for_each_user([&](StreamState* u) {
-      if (on != nullptr) return;
-      PinnedStream p(u);
-      if (!p || p.capturing()) return;
-      on = u;
-      on_pinned.emplace(std::move(p));
-    });
-    // The device's service stream only where a stream is needed: a pool free is
-    // stream-ordered, and other streams' work is waited for on it. Memory no live stream
-    // used (a pinned buffer never copied) is freed without one: creating it could fail
-    // and leave the memory unfreed (the fault sweep found it).
-    bool need_stream = kind == AllocationKind::pool;
-    for_each_user([&](StreamState* u) {
-      if (u != on && alive(u)) need_stream = true;
-    });
-    CUstream stream = on != nullptr ? on->handle : nullptr;
-    if (stream == nullptr && need_stream) {
-      try {
-        stream = service_stream(device);
-      } catch (const DriverError&) {
-        // On a dead context the service stream cannot be made: nothing runs any more, so
-        // release on no stream rather than not at all (see below).
-        if (poison_of(device) == nullptr) throw;
-      }
-    }
-    // Order the free after every stream that used the memory. When that fails, the
-    // failure is parked; then on a dead context (a sticky error, DESIGN 7) nothing runs
-    // any more and the memory is released all the same ("release what they can"), while
-    // on a live one work may still use it, so it is kept: a leak rather than a use after
-    // free. Before, any failure here skipped the release, so memory leaked on every
-    // poisoned device (the fault sweep found it).
-    const char* origin = host ? "host memory free" : "buffer free";
-    try {
-      bool waited = false;
-      for_each_user([&](StreamState* u) {
-        if (u != on && alive(u)) {
-          wait_for_stream_work(stream, device, u);
-          waited = true;
-        }
-      });
-      // cuMemFree, cuMemFreeHost and cuMemHostUnregister are not stream-ordered: wait for
-      // the streams that used the memory first (a copy may still read or write it).
-      if (kind != AllocationKind::pool && (on != nullptr || waited))
-        check(cu.StreamSynchronize(stream), "cuStreamSynchronize", res);
-    } catch (const DriverError& e) {
-      park_error({e.code(), origin, e.what()});
-      // On a live context, one more way to know that nothing uses the memory any more:
-      // the whole context finished its work. Only if that fails too is the memory kept.
-      if (poison_of(device) == nullptr && !context_finished_its_work(device)) {
-        park_error({e.code(), origin,
-                    "the memory at " + describe(res) + " is kept (a leak): the work that used it could not be "
-                    "waited for, and freeing it now could pull it from under that work"});
-        delete this;
-        return;
-      }
-    }
-    if (kind == AllocationKind::pool) {
-      // stream is null here only on a dead context (no service stream could be made): the
-      // call is tried all the same, and the driver refuses it with the sticky error.
-      check(cu.MemFreeAsync(pointer, stream), "cuMemFreeAsync", res);
-    } else {
-      try {
-        ContextRef(library_context(device), device).make_current();
-      } catch (const DriverError&) {
-        if (poison_of(device) == nullptr) throw;  // on a dead context, try the release anyway
-      }
-      switch (kind) {
-        case AllocationKind::plain: check(cu.MemFree(pointer), "cuMemFree", res); break;
-        case AllocationKind::pinned_host:
-          check(cu.MemFreeHost(reinterpret_cast<void*>(pointer)), "cuMemFreeHost", res);
-          break;
-        case AllocationKind::registered_host:
-          check(cu.MemHostUnregister(reinterpret_cast<void*>(pointer)), "cuMemHostUnregister", res);
-          break;
-        case AllocationKind::pool: break;
-      }
-    }
+    FreeStream on = choose_free_stream(users, kind, device);
+    if (order_after_every_user(users, on, kind, device, res, origin)) free_by_kind(kind, pointer, on.handle, device, res);
   } catch (const DriverError& e) {
-    park_error({e.code(), host ? "host memory free" : "buffer free", e.what()});
+    park_error({e.code(), origin, e.what()});
   } catch (const std::exception& e) {
-    park_error({CUDA_SUCCESS, host ? "host memory free" : "buffer free", e.what()});
+    park_error({CUDA_SUCCESS, origin, e.what()});
   }
   delete this;
 }
