@@ -385,18 +385,17 @@ inline void AWaitAcrossTwoCapturesIsAMergeError(DriverRig& rig) {
   rig.expect_invalidated(a, "the capture the event was recorded in");
 }
 
-/// An event last recorded inside a capture that ended is a captured event: a query, a
-/// synchronize and a wait on it are refused; a record outside a capture makes it an
-/// ordinary event again.
-inline void AnEventRecordedInACaptureIsACapturedEvent(DriverRig& rig) {
+/// An event last recorded inside a capture that ended answers INVALID_VALUE to a query, a
+/// synchronize and a wait; a record outside a capture makes it an ordinary event again.
+inline void AnEventOfAnEndedCaptureIsInvalidUntilRecordedAgain(DriverRig& rig) {
   CUstream other = rig.stream();
   CUevent e = rig.event();
   CUstream s = rig.capturing_stream();
   EXPECT_EQ(driver::cu.EventRecord(e, s), CUDA_SUCCESS);
   EXPECT_EQ(rig.end_capture(s), CUDA_SUCCESS);
-  EXPECT_EQ(driver::cu.EventQuery(e), CUDA_ERROR_CAPTURED_EVENT);
-  EXPECT_EQ(driver::cu.EventSynchronize(e), CUDA_ERROR_CAPTURED_EVENT);
-  EXPECT_EQ(driver::cu.StreamWaitEvent(other, e, 0), CUDA_ERROR_CAPTURED_EVENT);
+  EXPECT_EQ(driver::cu.EventQuery(e), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(driver::cu.EventSynchronize(e), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(driver::cu.StreamWaitEvent(other, e, 0), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(driver::cu.EventRecord(e, other), CUDA_SUCCESS);
   EXPECT_EQ(driver::cu.EventSynchronize(e), CUDA_SUCCESS);
   EXPECT_EQ(driver::cu.StreamWaitEvent(s, e, 0), CUDA_SUCCESS);
@@ -439,5 +438,5 @@ inline void QueryingOrSynchronizingACapturedEventInvalidatesItsCapture(DriverRig
   X(AGlobalCaptureRefusesUnsafeCallsOnOtherThreads)                  \
   X(AWaitOnAnEventRecordedOutsideTheCaptureIsIsolation)              \
   X(AWaitAcrossTwoCapturesIsAMergeError)                             \
-  X(AnEventRecordedInACaptureIsACapturedEvent)                       \
+  X(AnEventOfAnEndedCaptureIsInvalidUntilRecordedAgain)                       \
   X(QueryingOrSynchronizingACapturedEventInvalidatesItsCapture)

@@ -274,9 +274,9 @@ bool capture_event_record(CUevent e, CUstream s, CUresult* result);
 /// cuStreamWaitEvent across capture boundaries: joins, merges and isolation errors.
 /// Returns true (with *result) when the capture rules decided the call.
 bool capture_event_wait(CUstream s, CUevent e, CUresult* result);
-/// Query or synchronize of an event last recorded in a capture: CUDA_ERROR_CAPTURED_EVENT,
-/// and the capture, if it goes on, is invalidated; an event of an invalidated capture
-/// (going on or ended) is INVALID_VALUE until recorded outside a capture.
+/// Query or synchronize of an event last recorded in a capture that goes on:
+/// CUDA_ERROR_CAPTURED_EVENT, and the capture is invalidated; an event of an invalidated
+/// or ended capture is INVALID_VALUE until recorded outside a capture.
 CUresult refuse_captured_event(CUevent e);
 /// Runs a host function (cuLaunchHostFunc, a graph's host node) as the driver would: no
 /// CUDA call is allowed inside it, and one made there is a problem the test reports.

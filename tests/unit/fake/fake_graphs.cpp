@@ -117,9 +117,9 @@ struct Area {
   std::uint64_t next_capture = 1;
   std::map<CUstream, Membership> capturing;
   std::map<CUevent, CapturedEvent> captured_events;
-  // Events last recorded in a capture that ended invalidated: the driver answers
-  // INVALID_VALUE for them until a record outside a capture.
-  std::set<CUevent> events_of_invalidated_captures;
+  // Events last recorded in a capture that ended, or that is invalidated: the driver
+  // answers INVALID_VALUE for them until a record outside a capture.
+  std::set<CUevent> events_of_ended_captures;
   std::map<CUfunction, Kernel> kernels;
   bool defer = false;
   std::vector<std::pair<CUgraphExec, CUstream>> pending;
@@ -429,14 +429,13 @@ CUresult StreamEndCapture(CUstream s, CUgraph* out) {
   }
   leave_capture(c);
   CUgraph g = c->graph;
-  if (c->invalidated)
-    for (auto it = A().captured_events.begin(); it != A().captured_events.end();)
-      if (it->second.capture == c->id) {
-        A().events_of_invalidated_captures.insert(it->first);
-        it = A().captured_events.erase(it);
-      } else {
-        ++it;
-      }
+  for (auto it = A().captured_events.begin(); it != A().captured_events.end();)
+    if (it->second.capture == c->id) {
+      A().events_of_ended_captures.insert(it->first);
+      it = A().captured_events.erase(it);
+    } else {
+      ++it;
+    }
   A().captures.erase(c->id);
   if (result != CUDA_SUCCESS) {
     destroy_graph(g);
@@ -990,7 +989,7 @@ CUresult refuse_context_sync() {
 bool capture_event_record(CUevent e, CUstream s, CUresult* result) {
   std::lock_guard l(D().mutex);
   Membership* m = membership(s);
-  A().events_of_invalidated_captures.erase(e);
+  A().events_of_ended_captures.erase(e);
   if (m == nullptr) {
     A().captured_events.erase(e);
     return false;
@@ -1003,7 +1002,7 @@ bool capture_event_record(CUevent e, CUstream s, CUresult* result) {
 bool capture_event_wait(CUstream s, CUevent e, CUresult* result) {
   std::lock_guard l(D().mutex);
   Membership* m = membership(s);
-  if (A().events_of_invalidated_captures.count(e)) {
+  if (A().events_of_ended_captures.count(e)) {
     *result = CUDA_ERROR_INVALID_VALUE;
     return true;
   }
@@ -1014,12 +1013,7 @@ bool capture_event_wait(CUstream s, CUevent e, CUresult* result) {
     *result = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
     return true;
   }
-  auto cit = A().captures.find(ce->second.capture);
-  if (cit == A().captures.end()) {  // recorded in a capture that has ended
-    *result = CUDA_ERROR_CAPTURED_EVENT;
-    return true;
-  }
-  Capture* c = cit->second.get();
+  Capture* c = A().captures.at(ce->second.capture).get();  // ended captures' events are above
   if (m == nullptr) {  // a fork: the stream joins the capture
     c->members.insert(s);
     A().capturing[s] = Membership{c, ce->second.frontier};
@@ -1042,14 +1036,12 @@ bool capture_event_wait(CUstream s, CUevent e, CUresult* result) {
 
 CUresult refuse_captured_event(CUevent e) {
   std::lock_guard l(D().mutex);
-  if (A().events_of_invalidated_captures.count(e)) return CUDA_ERROR_INVALID_VALUE;
+  if (A().events_of_ended_captures.count(e)) return CUDA_ERROR_INVALID_VALUE;
   auto ce = A().captured_events.find(e);
   if (ce == A().captured_events.end()) return CUDA_SUCCESS;
-  auto c = A().captures.find(ce->second.capture);
-  if (c != A().captures.end()) {  // the capture goes on
-    if (c->second->invalidated) return CUDA_ERROR_INVALID_VALUE;
-    invalidate(c->second.get());
-  }
+  Capture* c = A().captures.at(ce->second.capture).get();  // the capture goes on
+  if (c->invalidated) return CUDA_ERROR_INVALID_VALUE;
+  invalidate(c);
   return CUDA_ERROR_CAPTURED_EVENT;
 }
 
