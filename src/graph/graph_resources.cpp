@@ -177,7 +177,7 @@ void release(GraphCore* core) noexcept {
     r = CUDA_ERROR_UNKNOWN;
   }
   if (r != CUDA_SUCCESS)
-    park_driver_error(r, "cuGraphDestroy", Resource::of(ResourceKind::graph, core->handle, core->device), "~Graph");
+    park_driver_error(r, cu.GraphDestroy.name(), Resource::of(ResourceKind::graph, core->handle, core->device), "~Graph");
   // Freeing the buffers is a driver call, which must not happen while this thread
   // captures (cuMemFree would invalidate the capture): the release waits for a safe point.
   GraphResources* resources = core->resources;

@@ -21,12 +21,12 @@ Resource event_resource(CUevent e, int device) { return Resource::of(ResourceKin
 CUevent create_event(ContextRef context, unsigned flags) {
   if (!context) detail::throw_empty_handle("Context");
   Resource res = Resource::of_device(context.device_ordinal());
-  check_not_poisoned("cuEventCreate", res);
+  check_not_poisoned(cu.EventCreate.name(), res);
   detail::library_context(context.device_ordinal());  // DESIGN 4: the context outlives the event
   context.make_current();
   detail::CaptureTolerantScope tolerant;  // an event made while a capture runs leaves it valid
   CUevent e = nullptr;
-  check(cu.EventCreate(&e, flags), "cuEventCreate", res);
+  check(cu.EventCreate(&e, flags), cu.EventCreate.name(), res);
   return e;
 }
 
@@ -44,43 +44,43 @@ void EventRef::require_handle(const char* call) const {
 }
 
 void EventRef::record(StreamRef stream) const {
-  require_handle("cuEventRecord");
-  stream.require_handle("cuEventRecord");
+  require_handle(cu.EventRecord.name());
+  stream.require_handle(cu.EventRecord.name());
   Resource res = event_resource(handle_, device_);
-  check_not_poisoned("cuEventRecord", res);
+  check_not_poisoned(cu.EventRecord.name(), res);
   if (detail::active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]] {
     detail::StreamState* s = detail::stream_state_of(stream);
-    detail::check_capturing_thread(s, "cuEventRecord");  // DESIGN 9
-    check(cu.EventRecord(handle_, stream.handle()), "cuEventRecord", res);
+    detail::check_capturing_thread(s, cu.EventRecord.name());  // DESIGN 9
+    check(cu.EventRecord(handle_, stream.handle()), cu.EventRecord.name(), res);
     detail::note_event_record(s, handle_);  // a stream that waits on it may join a capture
     return;
   }
-  check(cu.EventRecord(handle_, stream.handle()), "cuEventRecord", res);
+  check(cu.EventRecord(handle_, stream.handle()), cu.EventRecord.name(), res);
 }
 
 bool EventRef::query() const {
-  require_handle("cuEventQuery");
+  require_handle(cu.EventQuery.name());
   Resource res = event_resource(handle_, device_);
-  check_not_poisoned("cuEventQuery", res);
+  check_not_poisoned(cu.EventQuery.name(), res);
   CUresult r = cu.EventQuery(handle_);
   if (r == CUDA_ERROR_NOT_READY) return false;
-  check(r, "cuEventQuery", res);
+  check(r, cu.EventQuery.name(), res);
   return true;
 }
 
 void EventRef::synchronize() const {
-  require_handle("cuEventSynchronize");
+  require_handle(cu.EventSynchronize.name());
   Resource res = event_resource(handle_, device_);
-  check_not_poisoned("cuEventSynchronize", res);
-  check(cu.EventSynchronize(handle_), "cuEventSynchronize", res);
+  check_not_poisoned(cu.EventSynchronize.name(), res);
+  check(cu.EventSynchronize(handle_), cu.EventSynchronize.name(), res);
 }
 
 std::chrono::duration<float, std::milli> elapsed_time(EventRef start, EventRef end) {
   if (!start || !end) detail::throw_empty_handle("Event");
   float ms = 0;
   Resource res = event_resource(end.handle(), end.device_ordinal());
-  check_not_poisoned("cuEventElapsedTime", res);
-  check(cu.EventElapsedTime(&ms, start.handle(), end.handle()), "cuEventElapsedTime", res);
+  check_not_poisoned(cu.EventElapsedTime.name(), res);
+  check(cu.EventElapsedTime(&ms, start.handle(), end.handle()), cu.EventElapsedTime.name(), res);
   return std::chrono::duration<float, std::milli>(ms);
 }
 
@@ -99,7 +99,7 @@ void Event::reset() noexcept {
     detail::CaptureTolerantScope tolerant;  // destroying an event beside a capture leaves it valid
     CUresult r = cu.EventDestroy(ref.handle());
     if (r != CUDA_SUCCESS)
-      park_driver_error(r, "cuEventDestroy", event_resource(ref.handle(), ref.device_ordinal()), "~Event");
+      park_driver_error(r, cu.EventDestroy.name(), event_resource(ref.handle(), ref.device_ordinal()), "~Event");
   } catch (const std::exception& e) {
     park_error({CUDA_SUCCESS, "~Event", e.what()});
   }
@@ -137,7 +137,7 @@ void release_event_pool(DeviceState& s) noexcept {
   std::lock_guard lock(s.pool_mutex);
   for (CUevent e : s.free_events) {
     CUresult r = cu.EventDestroy(e);
-    if (r != CUDA_SUCCESS) park_driver_error(r, "cuEventDestroy", event_resource(e, s.ordinal), "event pool");
+    if (r != CUDA_SUCCESS) park_driver_error(r, cu.EventDestroy.name(), event_resource(e, s.ordinal), "event pool");
   }
   s.free_events.clear();
 }
@@ -195,11 +195,11 @@ void order_after(CUstream to, CUstream from, int device) {
   CUresult r = cu.EventRecord(e, from);
   if (r != CUDA_SUCCESS) {
     give_back();
-    check(r, "cuEventRecord", Resource::of(ResourceKind::stream, from, device));
+    check(r, cu.EventRecord.name(), Resource::of(ResourceKind::stream, from, device));
   }
   r = cu.StreamWaitEvent(to, e, 0);
   give_back();
-  check(r, "cuStreamWaitEvent", Resource::of(ResourceKind::stream, to, device));
+  check(r, cu.StreamWaitEvent.name(), Resource::of(ResourceKind::stream, to, device));
 }
 
 }  // namespace detail

@@ -23,7 +23,7 @@ Resource stream_resource(CUstream s, int device) { return Resource::of(ResourceK
 CUstream create_stream(ContextRef context, int priority) {
   if (!context) detail::throw_empty_handle("Context");
   Resource res = Resource::of_device(context.device_ordinal());
-  check_not_poisoned("cuStreamCreateWithPriority", res);
+  check_not_poisoned(cu.StreamCreateWithPriority.name(), res);
   detail::library_context(context.device_ordinal());  // DESIGN 4: the context outlives the stream
   auto [least, greatest] = context.stream_priority_range();
   if (priority > least || priority < greatest)
@@ -34,7 +34,7 @@ CUstream create_stream(ContextRef context, int priority) {
   // DESIGN 1: never a blocking stream.
   context.make_current();
   detail::CaptureTolerantScope tolerant;  // a stream made while a capture runs leaves it valid
-  check(cu.StreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, priority), "cuStreamCreateWithPriority", res);
+  check(cu.StreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, priority), cu.StreamCreateWithPriority.name(), res);
   return s;
 }
 // A capturing stream's work runs only when its graph is launched: there is nothing to
@@ -58,56 +58,56 @@ void StreamRef::throw_empty(const char* call) {
 }
 
 bool StreamRef::query() const {
-  require_handle("cuStreamQuery");
-  refuse_if_capturing(*this, "cuStreamQuery");
+  require_handle(cu.StreamQuery.name());
+  refuse_if_capturing(*this, cu.StreamQuery.name());
   Resource res = stream_resource(handle_, device_);
-  check_not_poisoned("cuStreamQuery", res);
+  check_not_poisoned(cu.StreamQuery.name(), res);
   CUresult r = cu.StreamQuery(handle_);
   if (r == CUDA_ERROR_NOT_READY) return false;
   if (r != CUDA_SUCCESS) [[unlikely]] {
     res.last_launch = detail::last_launch_of(state_);  // a kernel's fault surfaces here
-    check(r, "cuStreamQuery", res);
+    check(r, cu.StreamQuery.name(), res);
   }
   return true;
 }
 
 void StreamRef::synchronize() const {
-  require_handle("cuStreamSynchronize");
-  refuse_if_capturing(*this, "cuStreamSynchronize");
+  require_handle(cu.StreamSynchronize.name());
+  refuse_if_capturing(*this, cu.StreamSynchronize.name());
   Resource res = stream_resource(handle_, device_);
-  check_not_poisoned("cuStreamSynchronize", res);
+  check_not_poisoned(cu.StreamSynchronize.name(), res);
   CUresult r = cu.StreamSynchronize(handle_);
   if (r != CUDA_SUCCESS) [[unlikely]] {
     res.last_launch = detail::last_launch_of(state_);  // a kernel's fault surfaces here
-    check(r, "cuStreamSynchronize", res);
+    check(r, cu.StreamSynchronize.name(), res);
   }
 }
 
 void StreamRef::wait(EventRef event) const {
-  require_handle("cuStreamWaitEvent");
+  require_handle(cu.StreamWaitEvent.name());
   if (!event) detail::throw_empty_handle("Event");
   Resource res = stream_resource(handle_, device_);
-  check_not_poisoned("cuStreamWaitEvent", res);
+  check_not_poisoned(cu.StreamWaitEvent.name(), res);
   if (detail::active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]] {
     // The wait may make this stream join a capture (the event was recorded in one).
     detail::StreamState* s = detail::stream_state_of(*this);
-    detail::check_capturing_thread(s, "cuStreamWaitEvent");
+    detail::check_capturing_thread(s, cu.StreamWaitEvent.name());
     void* joined = detail::before_event_wait(*this, s, event.handle());
     if (CUresult r = cu.StreamWaitEvent(handle_, event.handle(), 0); r != CUDA_SUCCESS) {
       detail::undo_event_wait_join(s, joined);
-      check(r, "cuStreamWaitEvent", res);
+      check(r, cu.StreamWaitEvent.name(), res);
     }
     detail::after_event_wait(*this, s, joined);
     return;
   }
-  check(cu.StreamWaitEvent(handle_, event.handle(), 0), "cuStreamWaitEvent", res);
+  check(cu.StreamWaitEvent(handle_, event.handle(), 0), cu.StreamWaitEvent.name(), res);
 }
 
 void StreamRef::wait(StreamRef other) const {
-  require_handle("cuStreamWaitEvent");
-  other.require_handle("cuEventRecord");
+  require_handle(cu.StreamWaitEvent.name());
+  other.require_handle(cu.EventRecord.name());
   if (other.handle_ == handle_) return;  // stream order already holds
-  check_not_poisoned("cuStreamWaitEvent", stream_resource(handle_, device_));
+  check_not_poisoned(cu.StreamWaitEvent.name(), stream_resource(handle_, device_));
   if (detail::active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]] {
     detail::wait_while_capturing(*this, detail::stream_state_of(*this), other, detail::stream_state_of(other));
     return;
@@ -116,11 +116,11 @@ void StreamRef::wait(StreamRef other) const {
 }
 
 int StreamRef::priority() const {
-  require_handle("cuStreamGetPriority");
+  require_handle(cu.StreamGetPriority.name());
   int p = 0;
   Resource res = stream_resource(handle_, device_);
-  check_not_poisoned("cuStreamGetPriority", res);
-  check(cu.StreamGetPriority(handle_, &p), "cuStreamGetPriority", res);
+  check_not_poisoned(cu.StreamGetPriority.name(), res);
+  check(cu.StreamGetPriority(handle_, &p), cu.StreamGetPriority.name(), res);
   return p;
 }
 
@@ -149,26 +149,26 @@ void enqueue_host_callback(const StreamRef& ref, std::unique_ptr<HostCallback> c
   callback->stream = stream;
   callback->device = device;
   Resource res = stream_resource(stream, device);
-  check_not_poisoned("cuLaunchHostFunc", res);
+  check_not_poisoned(cu.LaunchHostFunc.name(), res);
   if (active_captures.load(std::memory_order_relaxed) != 0) {
     StreamState* s = stream_state_of(ref);
-    check_capturing_thread(s, "cuLaunchHostFunc");
+    check_capturing_thread(s, cu.LaunchHostFunc.name());
     if (auto* capture = static_cast<CaptureState*>(s->capture.load(std::memory_order_acquire))) {
       // Captured: a host node that runs at every launch, so the graph owns the callable.
       HostCallback* owned = capture->resources->add_callback(std::move(callback));
-      check(cu.LaunchHostFunc(stream, &run_graph_host_callback, owned), "cuLaunchHostFunc", res);
+      check(cu.LaunchHostFunc(stream, &run_graph_host_callback, owned), cu.LaunchHostFunc.name(), res);
       return;
     }
   }
   // A stream captured outside cudakit would replay a callable that frees itself after its
   // first run: refuse it.
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  check(cu.StreamIsCapturing(stream, &status), "cuStreamIsCapturing", res);
+  check(cu.StreamIsCapturing(stream, &status), cu.StreamIsCapturing.name(), res);
   if (status != CU_STREAM_CAPTURE_STATUS_NONE)
     throw CaptureError("cuLaunchHostFunc on " + describe(res) +
                        " refused: the stream is being captured by a capture cudakit did not begin, and the graph "
                        "could not own the callback; capture with cudakit::capture");
-  check(cu.LaunchHostFunc(stream, &run_host_callback, callback.get()), "cuLaunchHostFunc", res);
+  check(cu.LaunchHostFunc(stream, &run_host_callback, callback.get()), cu.LaunchHostFunc.name(), res);
   callback.release();  // the driver owns it now; run_host_callback frees it
 }
 
@@ -192,8 +192,8 @@ Stream Stream::adopt(CUstream handle, int device) {
                           "only non-blocking streams it can own");
   unsigned flags = 0;
   Resource res = stream_resource(handle, device);
-  check_not_poisoned("cuStreamGetFlags", res);
-  check(cu.StreamGetFlags(handle, &flags), "cuStreamGetFlags", res);
+  check_not_poisoned(cu.StreamGetFlags.name(), res);
+  check(cu.StreamGetFlags(handle, &flags), cu.StreamGetFlags.name(), res);
   if ((flags & CU_STREAM_NON_BLOCKING) == 0)
     throw InvalidArgument("Stream::adopt: " + describe(stream_resource(handle, device)) +
                           " is a blocking stream (it synchronizes with the legacy default stream); create it with "
@@ -213,7 +213,7 @@ void Stream::reset() noexcept {
       if (r != CUDA_SUCCESS) {
         Resource res = stream_resource(ref.handle(), ref.device_ordinal());
         res.last_launch = detail::last_launch_of(state);
-        park_driver_error(r, "cuStreamSynchronize", res, "~Stream");
+        park_driver_error(r, cu.StreamSynchronize.name(), res, "~Stream");
       }
     }
     if (state != nullptr && state->capture.load(std::memory_order_acquire) != nullptr)
@@ -229,7 +229,7 @@ void Stream::reset() noexcept {
     detail::CaptureTolerantScope tolerant;  // destroying a stream beside a capture leaves it valid
     CUresult r = cu.StreamDestroy(ref.handle());
     if (r != CUDA_SUCCESS)
-      park_driver_error(r, "cuStreamDestroy", stream_resource(ref.handle(), ref.device_ordinal()), "~Stream");
+      park_driver_error(r, cu.StreamDestroy.name(), stream_resource(ref.handle(), ref.device_ordinal()), "~Stream");
   } catch (const std::exception& e) {
     park_error({CUDA_SUCCESS, "~Stream", e.what()});
   }
