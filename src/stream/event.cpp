@@ -9,6 +9,7 @@
 #include "cudakit/stream.hpp"
 #include "graph/capture_state.hpp"
 #include "device/device_state.hpp"
+#include "stream/create_prologue.hpp"
 #include "stream/event_pool.hpp"
 
 namespace cudakit {
@@ -19,10 +20,7 @@ namespace {
 Resource event_resource(CUevent e, int device) { return Resource::of(ResourceKind::event, e, device); }
 
 CUevent create_event(ContextRef context, unsigned flags) {
-  if (!context) detail::throw_empty_handle("Context");
-  Resource res = Resource::of_device(context.device_ordinal());
-  check_not_poisoned(cu.EventCreate.name(), res);
-  detail::library_context(context.device_ordinal());  // DESIGN 4: the context outlives the event
+  Resource res = detail::begin_create(context, cu.EventCreate.name());
   context.make_current();
   detail::CaptureTolerantScope tolerant;  // an event made while a capture runs leaves it valid
   CUevent e = nullptr;

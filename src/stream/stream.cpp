@@ -10,6 +10,7 @@
 #include "cudakit/error.hpp"
 #include "graph/capture_state.hpp"
 #include "device/device_state.hpp"
+#include "stream/create_prologue.hpp"
 #include "stream/event_pool.hpp"
 #include "graph/graph_resources.hpp"
 
@@ -21,10 +22,7 @@ namespace {
 Resource stream_resource(CUstream s, int device) { return Resource::of(ResourceKind::stream, s, device); }
 
 CUstream create_stream(ContextRef context, int priority) {
-  if (!context) detail::throw_empty_handle("Context");
-  Resource res = Resource::of_device(context.device_ordinal());
-  check_not_poisoned(cu.StreamCreateWithPriority.name(), res);
-  detail::library_context(context.device_ordinal());  // DESIGN 4: the context outlives the stream
+  Resource res = detail::begin_create(context, cu.StreamCreateWithPriority.name());
   auto [least, greatest] = context.stream_priority_range();
   if (priority > least || priority < greatest)
     throw InvalidArgument("stream priority " + std::to_string(priority) + " is outside device " +
