@@ -56,6 +56,7 @@ class BlasError : public Error {
   const std::string& operation() const noexcept { return operation_; }
   /// The stream or device in words; empty when none.
   const std::string& resource() const noexcept { return resource_; }
+  ErrorKind kind() const noexcept override { return ErrorKind::blas; }
 
  private:
   cublasStatus_t status_;
@@ -77,6 +78,7 @@ class HandleInUse : public Error {
  public:
   /// what() is the whole message.
   using Error::Error;
+  ErrorKind kind() const noexcept override { return ErrorKind::handle_in_use; }
 };
 
 }  // namespace cudakit

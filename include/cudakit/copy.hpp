@@ -5,7 +5,7 @@
 //   cudakit::copy(stream, host_vector, device_buffer);         // host -> device
 //   cudakit::copy(stream, device_buffer, pinned_buffer);       // device -> host
 //   cudakit::copy(stream, a.subspan(0, n), b.subspan(n, n));   // device -> device
-//   cudakit::fill(stream, device_buffer, 1.0f);                // any 1, 2 or 4-byte T
+//   cudakit::fill(stream, device_buffer, 1.0f);                // any 1, 2, 4 or 8-byte T
 //   DeviceBuffer<float> x = cudakit::upload(stream, host_vector);
 //   std::vector<float> y = cudakit::download(stream, x);       // waits for x's last writer only
 //
@@ -66,12 +66,13 @@ template <class T>
 DeviceSpan<T> as_device_span(DeviceSpan<T> view) noexcept {
   return view;
 }
+// EmptyHandle for a moved-from buffer (device_buffer.hpp).
 template <class T>
-DeviceSpan<T> as_device_span(DeviceBuffer<T>& buffer) noexcept {
+DeviceSpan<T> as_device_span(DeviceBuffer<T>& buffer) {
   return buffer.span();
 }
 template <class T>
-DeviceSpan<const T> as_device_span(const DeviceBuffer<T>& buffer) noexcept {
+DeviceSpan<const T> as_device_span(const DeviceBuffer<T>& buffer) {
   return buffer.span();
 }
 
@@ -132,9 +133,11 @@ struct CUDAKIT_API NewHostMemory {
 /// A blocking download into memory made by `destination` (never page-locked: staged).
 CUDAKIT_API void download_to_new_host_memory(StreamRef stream, DeviceBytes source, NewHostMemory destination);
 CUDAKIT_API void copy_device_to_device(StreamRef stream, DeviceBytes source, DeviceBytes destination);
-/// A memset of a `pattern_bytes`-byte (1, 2 or 4) pattern; `operation` names it in errors.
-CUDAKIT_API void fill_device(StreamRef stream, DeviceBytes destination, std::uint32_t pattern, int pattern_bytes,
-                 const char* operation);
+/// A memset of a `pattern_bytes`-byte (1, 2, 4 or 8) pattern; `operation` names it in
+/// errors. An 8-byte pattern is two strided 4-byte memsets (cuMemsetD2D32Async: the low
+/// half, then the high half), or one 4-byte memset when both halves are equal.
+CUDAKIT_API void fill_device(StreamRef stream, DeviceBytes destination, std::uint64_t pattern, int pattern_bytes,
+                             const char* operation);
 
 }  // namespace detail
 
@@ -198,16 +201,19 @@ void copy(StreamRef stream, const Source& source, Destination&& destination) {
   detail::copy_device_to_device(stream, detail::device_bytes(src), detail::device_bytes(dst));
 }
 
-/// Sets every element to `value` (a memset of its bytes: T of 1, 2 or 4 bytes).
+/// Sets every element to `value`, a memset of its bytes: T of 1, 2, 4 or 8 bytes
+/// (double, std::uint64_t, a pair of floats, ...). Stream-ordered like every fill; 8-byte
+/// elements take two strided 4-byte memsets (one when the value's halves are equal), each
+/// a memset node when captured.
 template <class Destination>
   requires writable_device_range<Destination>
 void fill(StreamRef stream, Destination&& destination, const std::type_identity_t<device_value_t<Destination>>& value) {
   using T = device_value_t<Destination>;
-  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4,
-                "cudakit::fill is a memset of 1, 2 or 4-byte elements; fill wider ones with a kernel, or with "
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
+                "cudakit::fill is a memset of 1, 2, 4 or 8-byte elements; fill wider ones with a kernel, or with "
                 "fill_pattern32 when the element is a repeated 4-byte pattern");
-  std::uint32_t pattern = 0;
-  std::memcpy(&pattern, &value, sizeof(T));
+  std::uint64_t pattern = 0;
+  std::memcpy(&pattern, &value, sizeof(T));  // the element's bytes, in the low bytes of the pattern
   detail::fill_device(stream, detail::device_bytes(detail::as_device_span(std::forward<Destination>(destination))),
                       pattern, static_cast<int>(sizeof(T)), "fill");
 }

@@ -100,19 +100,29 @@ struct Writes {
   std::array<detail::Allocation*, N> allocations;
 };
 
+namespace detail {
+/// The allocation a declaration names; EmptyHandle for a moved-from DeviceBuffer.
+template <class B>
+Allocation* declared_allocation(const B& buffer) {
+  if constexpr (requires { buffer.require_not_moved_from(); }) buffer.require_not_moved_from();
+  return buffer.allocation();
+}
+}  // namespace detail
+
 /// Declares buffers, views, pinned buffers or host registrations the work only reads.
+/// Throws EmptyHandle for a moved-from DeviceBuffer.
 template <detail::declarable... B>
-Reads<sizeof...(B)> reads(const B&... buffers) noexcept {
-  return {{buffers.allocation()...}};
+Reads<sizeof...(B)> reads(const B&... buffers) {
+  return {{detail::declared_allocation(buffers)...}};
 }
 
 /// Declares buffers, views, pinned buffers or host registrations the work writes (or reads
 /// and writes). A const owner or a view of const elements does not satisfy the constraint:
-/// it can only be declared with reads().
+/// it can only be declared with reads(). Throws EmptyHandle for a moved-from DeviceBuffer.
 template <class... B>
   requires((detail::declarable<std::remove_cvref_t<B>> && detail::writable_declaration_v<B>) && ...)
-Writes<sizeof...(B)> writes(B&&... buffers) noexcept {
-  return {{buffers.allocation()...}};
+Writes<sizeof...(B)> writes(B&&... buffers) {
+  return {{detail::declared_allocation(buffers)...}};
 }
 
 /// Orders the declared buffers on `stream`, then runs `work` with the stream (as a

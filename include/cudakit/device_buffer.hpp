@@ -23,6 +23,16 @@
 // allocate before the capture). Allocating on another stream is fine, and a buffer freed
 // while its thread captures is freed when the capture ends.
 //
+// Empty and moved-from buffers are not the same. A default-constructed buffer, one of 0
+// elements, and one after reset() are empty containers, like an empty std::vector: copies,
+// fills and downloads of them do nothing (and check extents as usual), a launch passes a
+// null pointer. A buffer that was moved from has given its memory to another buffer:
+// using it is a mistake, and like a moved-from Stream, Module or GraphExec it throws
+// EmptyHandle (span(), data(), device_pointer(), and so every copy, fill, download,
+// launch or declaration of it). Its size() is 0 and it may be assigned a new buffer, which
+// makes it usable again. The queries size(), empty(), device_ordinal() and operator bool
+// never throw.
+//
 // Thread safety: one thread at a time mutates a buffer (like a standard container);
 // several threads may read one buffer concurrently on their own streams (weights,
 // tables): those reads take no lock once each stream has waited for the last write.
@@ -49,6 +59,8 @@ enum class Allocator {
 namespace detail {
 /// Allocates `bytes` on `stream`'s device; zero-fills on `stream` when asked.
 CUDAKIT_API Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator);
+/// EmptyHandle for the use of a moved-from DeviceBuffer.
+[[noreturn]] CUDAKIT_API void throw_moved_from_buffer();
 }  // namespace detail
 
 /// Owns `size()` elements of T in device memory (see above). Move-only; destroying or
@@ -63,7 +75,7 @@ class DeviceBuffer {
   /// The element type.
   using value_type = T;
 
-  /// An empty buffer (what a moved-from one becomes): size 0, no memory.
+  /// An empty buffer: size 0, no memory; usable as an empty range (see above).
   DeviceBuffer() = default;
   /// `count` elements on `stream`'s device, allocated on `stream` (Allocator::pool) or
   /// with cuMemAlloc (Allocator::plain), left as the allocator gives them. Count 0 makes
@@ -78,13 +90,17 @@ class DeviceBuffer {
   DeviceBuffer(StreamRef stream, std::size_t count, Zeroed, Allocator allocator = Allocator::pool)
       : allocation_(detail::allocate_device_memory(stream, bytes_for(count), true, allocator)), count_(count) {}
 
+  /// Takes `other`'s memory; `other` is then moved-from: its uses throw EmptyHandle.
   DeviceBuffer(DeviceBuffer&& other) noexcept
-      : allocation_(std::exchange(other.allocation_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+      : allocation_(std::exchange(other.allocation_, nullptr)), count_(std::exchange(other.count_, 0)),
+        moved_from_(std::exchange(other.moved_from_, true)) {}
+  /// Frees this buffer's memory (as reset()) and takes `other`'s; `other` is then moved-from.
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
     if (this != &other) {
       reset();
       allocation_ = std::exchange(other.allocation_, nullptr);
       count_ = std::exchange(other.count_, 0);
+      moved_from_ = std::exchange(other.moved_from_, true);
     }
     return *this;
   }
@@ -96,23 +112,25 @@ class DeviceBuffer {
   std::size_t size() const noexcept { return count_; }
   std::size_t size_bytes() const noexcept { return count_ * sizeof(T); }
   bool empty() const noexcept { return count_ == 0; }
-  /// False for a moved-from or default-constructed buffer.
+  /// False for an empty or moved-from buffer.
   explicit operator bool() const noexcept { return allocation_ != nullptr || count_ != 0; }
 
   /// The device address (0 when empty), the same as a typed pointer for raw kernel
-  /// arguments and libraries (work through them is not tracked: order it yourself), and
-  /// the device's ordinal (-1 when empty).
-  CUdeviceptr device_pointer() const noexcept { return allocation_ ? allocation_->pointer : CUdeviceptr{0}; }
-  T* data() const noexcept { return reinterpret_cast<T*>(device_pointer()); }
+  /// arguments and libraries (work through them is not tracked: order it yourself;
+  /// read-only from a const buffer), and the device's ordinal (-1 when empty or
+  /// moved-from). The address and pointer throw EmptyHandle for a moved-from buffer.
+  CUdeviceptr device_pointer() const { return address_of(usable_allocation()); }
+  T* data() { return reinterpret_cast<T*>(device_pointer()); }
+  const T* data() const { return reinterpret_cast<const T*>(device_pointer()); }
   int device_ordinal() const noexcept { return allocation_ ? allocation_->device : -1; }
 
-  /// A view of the whole buffer (read-only from a const buffer), sharing its ordering.
-  /// The subspan, first and last views are DeviceSpan's, and throw InvalidArgument as
-  /// they do when out of range.
-  DeviceSpan<T> span() noexcept { return {allocation_, 0, count_}; }
-  DeviceSpan<const T> span() const noexcept { return {allocation_, 0, count_}; }
-  operator DeviceSpan<T>() noexcept { return span(); }
-  operator DeviceSpan<const T>() const noexcept { return span(); }
+  /// A view of the whole buffer (read-only from a const buffer), sharing its ordering;
+  /// EmptyHandle for a moved-from buffer. The subspan, first and last views are
+  /// DeviceSpan's, and throw InvalidArgument as they do when out of range.
+  DeviceSpan<T> span() { return {usable_allocation(), 0, count_}; }
+  DeviceSpan<const T> span() const { return {usable_allocation(), 0, count_}; }
+  operator DeviceSpan<T>() { return span(); }
+  operator DeviceSpan<const T>() const { return span(); }
   DeviceSpan<T> subspan(std::size_t offset, std::size_t count) { return span().subspan(offset, count); }
   DeviceSpan<const T> subspan(std::size_t offset, std::size_t count) const { return span().subspan(offset, count); }
   DeviceSpan<T> subspan(std::size_t offset) { return span().subspan(offset); }
@@ -122,16 +140,31 @@ class DeviceBuffer {
   DeviceSpan<T> last(std::size_t count) { return span().last(count); }
   DeviceSpan<const T> last(std::size_t count) const { return span().last(count); }
 
-  /// Frees the memory now (stream-ordered after every use) and leaves the buffer empty.
+  /// Frees the memory now (stream-ordered after every use) and leaves the buffer empty
+  /// (usable as an empty range, also when it was moved from).
   void reset() noexcept {
     if (allocation_ != nullptr) std::exchange(allocation_, nullptr)->release();
     count_ = 0;
+    moved_from_ = false;
   }
 
-  /// Internal: the allocation (tracking state) behind the buffer.
+  /// Throws EmptyHandle when the buffer was moved from (see above).
+  void require_not_moved_from() const {
+    if (moved_from_) [[unlikely]]
+      detail::throw_moved_from_buffer();
+  }
+
+  /// Internal: the allocation (tracking state) behind the buffer; null when empty or
+  /// moved-from (never throws: for code that must not, such as destructors).
   detail::Allocation* allocation() const noexcept { return allocation_; }
 
  private:
+  // The allocation for a use: EmptyHandle when moved from, null when empty.
+  detail::Allocation* usable_allocation() const {
+    require_not_moved_from();
+    return allocation_;
+  }
+  static CUdeviceptr address_of(const detail::Allocation* a) noexcept { return a ? a->pointer : CUdeviceptr{0}; }
   static std::size_t bytes_for(std::size_t count) {
     if (count > static_cast<std::size_t>(-1) / sizeof(T))
       throw InvalidArgument("DeviceBuffer of " + std::to_string(count) + " elements of " +
@@ -140,6 +173,7 @@ class DeviceBuffer {
   }
   detail::Allocation* allocation_ = nullptr;
   std::size_t count_ = 0;
+  bool moved_from_ = false;
 };
 
 }  // namespace cudakit

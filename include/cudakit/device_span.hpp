@@ -38,8 +38,13 @@ class DeviceSpan {
   DeviceSpan(detail::Allocation* allocation, std::size_t offset, std::size_t count) noexcept
       : allocation_(allocation), offset_(offset), count_(count) {}
 
-  /// A read-only view of the same elements.
-  operator DeviceSpan<const T>() const noexcept { return {allocation_, offset_, count_}; }
+  /// A read-only view of the same elements (a view of const elements is one already; a
+  /// template, so that DeviceSpan<const T> declares no conversion to its own type).
+  template <class U = T>
+    requires(std::is_same_v<U, T> && !std::is_const_v<U>)
+  operator DeviceSpan<const U>() const noexcept {
+    return {allocation_, offset_, count_};
+  }
 
   /// The number of elements, the same in bytes, and whether it is 0.
   std::size_t size() const noexcept { return count_; }

@@ -86,9 +86,9 @@ class DeviceValue {
   }
 
   /// The value's memory, for kernel arguments and declared work: a `const T*` parameter
-  /// reads it, a `T*` parameter writes it.
-  DeviceSpan<T> span() noexcept { return buffer_.span(); }
-  DeviceSpan<const T> span() const noexcept { return buffer_.span(); }
+  /// reads it, a `T*` parameter writes it. EmptyHandle for a moved-from DeviceValue.
+  DeviceSpan<T> span() { return buffer_.span(); }
+  DeviceSpan<const T> span() const { return buffer_.span(); }
 
   /// The value now, read back after the work submitted to `stream` so far (blocking).
   T read(StreamRef stream) const { return download(stream, buffer_.span()).front(); }

@@ -10,6 +10,14 @@
 // device's context: every later checked call on it throws ContextPoisoned at once,
 // carrying the original error.
 //
+// Every Error says which class it is with kind(), so a caller can switch on it instead of
+// trying dynamic_casts:
+//   catch (const cudakit::Error& e) {
+//     if (e.kind() == cudakit::ErrorKind::out_of_memory) shrink_the_batch();
+//   }
+// Catching a base class still works (an OutOfMemory is a DriverError); kind() names the
+// most derived class.
+//
 // Destructors never throw: what fails inside one is parked (with its origin), handed to
 // a handler the user may set, and kept until drain_parked_errors() takes it.
 #pragma once
@@ -40,8 +48,9 @@ enum class ResourceKind : std::uint8_t {
   buffer,
   pinned_buffer,
   host_registration,
-  memory_pool,
-  module,
+  // `module` shares a line: a line that starts with it reads to nvcc as a C++20 module
+  // directive, and nvcc warns.
+  memory_pool, module,
   library,
   kernel,
   program,
@@ -75,11 +84,42 @@ struct CUDAKIT_API Resource {
 /// when the resource names one.
 CUDAKIT_API std::string describe(const Resource& resource);
 
+/// Which class of the Error family an exception is: one value per class, naming the most
+/// derived one (an OutOfMemory is `out_of_memory`, not `driver`).
+enum class ErrorKind : std::uint8_t {
+  other,                 ///< Error itself: a failure outside the driver (a temporary file, ...)
+  driver,                ///< DriverError
+  out_of_memory,         ///< OutOfMemory
+  context_poisoned,      ///< ContextPoisoned
+  module_load,           ///< ModuleLoadError (module.hpp)
+  driver_unavailable,    ///< DriverUnavailable
+  feature_unavailable,   ///< FeatureUnavailable
+  invalid_argument,      ///< InvalidArgument
+  empty_handle,          ///< EmptyHandle
+  capture,               ///< CaptureError
+  empty_capture,         ///< EmptyCapture
+  graph_instantiate,     ///< GraphInstantiateError
+  graph_update,          ///< GraphUpdateError
+  compiler_unavailable,  ///< CompilerUnavailable
+  compile,               ///< CompileError
+  blas,                  ///< BlasError (blas_library.hpp)
+  handle_in_use,         ///< HandleInUse (blas_library.hpp)
+  nccl,                  ///< nccl::NcclError (nccl_error.hpp)
+  nccl_timeout,          ///< nccl::NcclTimeout
+  nccl_unavailable,      ///< nccl::NcclUnavailable
+  bootstrap,             ///< nccl::BootstrapError
+};
+
+/// "out_of_memory" for ErrorKind::out_of_memory: the enumerator's name.
+CUDAKIT_API const char* error_kind_name(ErrorKind kind) noexcept;
+
 /// The root of every exception cudakit throws.
 class CUDAKIT_API Error : public std::runtime_error {
  public:
   /// what() is the whole message.
   using std::runtime_error::runtime_error;
+  /// Which class of the family this is (ErrorKind::other for an Error itself).
+  virtual ErrorKind kind() const noexcept { return ErrorKind::other; }
 };
 
 /// A driver call returned an error.
@@ -99,6 +139,7 @@ class CUDAKIT_API DriverError : public Error {
   const std::string& call() const noexcept { return call_; }
   /// The resource in words, "device 0 (NVIDIA H200)"; empty when none.
   const std::string& resource() const noexcept { return resource_; }
+  ErrorKind kind() const noexcept override { return ErrorKind::driver; }
 
  protected:
   DriverError(CUresult code, std::string call, std::string resource, std::string message);
@@ -123,6 +164,7 @@ class CUDAKIT_API OutOfMemory : public DriverError {
   /// The device's free and total memory when the allocation failed (cuMemGetInfo).
   std::size_t free_bytes() const noexcept { return free_; }
   std::size_t total_bytes() const noexcept { return total_; }
+  ErrorKind kind() const noexcept override { return ErrorKind::out_of_memory; }
 
  private:
   std::size_t requested_, free_, total_;
@@ -137,6 +179,7 @@ class CUDAKIT_API ContextPoisoned : public DriverError {
   ContextPoisoned(std::shared_ptr<const DriverError> original, std::string call, std::string resource);
   /// The sticky error that poisoned the context.
   const DriverError& original() const noexcept { return *original_; }
+  ErrorKind kind() const noexcept override { return ErrorKind::context_poisoned; }
 
  private:
   std::shared_ptr<const DriverError> original_;
@@ -154,6 +197,7 @@ class CUDAKIT_API DriverUnavailable : public Error {
   DriverUnavailable(Reason reason, std::string message) : Error(std::move(message)), reason_(reason) {}
   /// Why the driver is unusable.
   Reason reason() const noexcept { return reason_; }
+  ErrorKind kind() const noexcept override { return ErrorKind::driver_unavailable; }
 
  private:
   Reason reason_;
@@ -171,6 +215,7 @@ class CUDAKIT_API FeatureUnavailable : public Error {
   /// The driver version that introduced the entry, and the version installed.
   int introduced_in() const noexcept { return introduced_in_; }
   int driver_version() const noexcept { return driver_version_; }
+  ErrorKind kind() const noexcept override { return ErrorKind::feature_unavailable; }
 
  private:
   std::string entry_;
@@ -183,6 +228,7 @@ class CUDAKIT_API InvalidArgument : public Error {
  public:
   /// what() is the whole message.
   using Error::Error;
+  ErrorKind kind() const noexcept override { return ErrorKind::invalid_argument; }
 };
 
 /// Use of an empty handle: a moved-from owner, or a default-constructed ref.
@@ -190,6 +236,7 @@ class CUDAKIT_API EmptyHandle : public Error {
  public:
   /// what() is the whole message.
   using Error::Error;
+  ErrorKind kind() const noexcept override { return ErrorKind::empty_handle; }
 };
 
 /// Capture misuse: another thread submitting to a capturing stream, a synchronous call
@@ -200,6 +247,7 @@ class CUDAKIT_API CaptureError : public Error {
   CaptureError(std::string message, CUresult code = CUDA_SUCCESS) : Error(std::move(message)), code_(code) {}
   /// The driver's code where the driver reported it, CUDA_SUCCESS where cudakit did.
   CUresult code() const noexcept { return code_; }
+  ErrorKind kind() const noexcept override { return ErrorKind::capture; }
 
  private:
   CUresult code_;
@@ -210,6 +258,7 @@ class CUDAKIT_API EmptyCapture : public Error {
  public:
   /// what() is the whole message.
   using Error::Error;
+  ErrorKind kind() const noexcept override { return ErrorKind::empty_capture; }
 };
 
 /// Instantiating an executable graph failed (cuGraphInstantiateWithParams). The message
@@ -225,6 +274,7 @@ class CUDAKIT_API GraphInstantiateError : public Error {
   CUgraphInstantiateResult result() const noexcept { return result_; }
   /// The node that caused the failure; null when the failure is not about one node.
   CUgraphNode node() const noexcept { return node_; }
+  ErrorKind kind() const noexcept override { return ErrorKind::graph_instantiate; }
 
  private:
   CUresult code_;
@@ -247,6 +297,7 @@ class CUDAKIT_API GraphUpdateError : public Error {
   CUgraphNode node() const noexcept { return node_; }
   /// The "from" node of the edge that differs, for a topology change; null otherwise.
   CUgraphNode from_node() const noexcept { return from_node_; }
+  ErrorKind kind() const noexcept override { return ErrorKind::graph_update; }
 
  private:
   CUgraphExecUpdateResult result_;
@@ -258,6 +309,7 @@ class CUDAKIT_API CompilerUnavailable : public Error {
  public:
   /// what() is the whole message: every place looked.
   using Error::Error;
+  ErrorKind kind() const noexcept override { return ErrorKind::compiler_unavailable; }
 };
 
 /// NVRTC failed to compile a program; log() is its complete log.
@@ -267,6 +319,7 @@ class CUDAKIT_API CompileError : public Error {
   CompileError(std::string message, std::string log) : Error(std::move(message)), log_(std::move(log)) {}
   /// NVRTC's complete compilation log.
   const std::string& log() const noexcept { return log_; }
+  ErrorKind kind() const noexcept override { return ErrorKind::compile; }
 
  private:
   std::string log_;

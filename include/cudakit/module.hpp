@@ -98,6 +98,7 @@ class CUDAKIT_API ModuleLoadError : public DriverError {
       : DriverError(code, std::move(call), std::move(resource), std::move(message)), log_(std::move(log)) {}
   /// The JIT's error log (PTX loads; empty otherwise).
   const std::string& log() const noexcept { return log_; }
+  ErrorKind kind() const noexcept override { return ErrorKind::module_load; }
 
  private:
   std::string log_;

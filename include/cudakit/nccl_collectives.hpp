@@ -104,8 +104,8 @@ CUDAKIT_API void require_count(const char* what, const char* a_words, std::size_
 CUDAKIT_API void submit_collective(const Communicator& comm, StreamRef stream, const Collective& c);
 
 template <class T>
-DeviceSpan<const T> read_view(const DeviceBuffer<T>& b) noexcept {
-  return b.span();
+DeviceSpan<const T> read_view(const DeviceBuffer<T>& b) {
+  return b.span();  // EmptyHandle for a moved-from buffer
 }
 template <class T>
 DeviceSpan<const T> read_view(DeviceSpan<T> s) noexcept {
@@ -113,8 +113,8 @@ DeviceSpan<const T> read_view(DeviceSpan<T> s) noexcept {
 }
 template <class T>
   requires(!std::is_const_v<T>)
-DeviceSpan<T> write_view(DeviceBuffer<T>& b) noexcept {
-  return b.span();
+DeviceSpan<T> write_view(DeviceBuffer<T>& b) {
+  return b.span();  // EmptyHandle for a moved-from buffer
 }
 template <class T>
   requires(!std::is_const_v<T>)

@@ -23,6 +23,7 @@ class CUDAKIT_API NcclUnavailable : public Error {
  public:
   /// what() is the whole message.
   using Error::Error;
+  ErrorKind kind() const noexcept override { return ErrorKind::nccl_unavailable; }
 };
 
 /// An NCCL call failed, or a communicator reported an asynchronous error.
@@ -47,6 +48,7 @@ class CUDAKIT_API NcclError : public Error {
   int device() const noexcept { return device_; }
   /// What ncclGetLastError said (may be empty).
   const std::string& last_error() const noexcept { return last_error_; }
+  ErrorKind kind() const noexcept override { return ErrorKind::nccl; }
 
  private:
   int result_;
@@ -63,6 +65,7 @@ class CUDAKIT_API NcclTimeout : public NcclError {
  public:
   /// As NcclError.
   using NcclError::NcclError;
+  ErrorKind kind() const noexcept override { return ErrorKind::nccl_timeout; }
 };
 
 /// A rendezvous (bootstrap.hpp) could not gather every rank in time, or a rank could not
@@ -74,6 +77,7 @@ class CUDAKIT_API BootstrapError : public Error {
       : Error(std::move(message)), missing_(std::move(missing)) {}
   /// The ranks that did not arrive, ascending; empty when unknown to this rank.
   const std::vector<int>& missing_ranks() const noexcept { return missing_; }
+  ErrorKind kind() const noexcept override { return ErrorKind::bootstrap; }
 
  private:
   std::vector<int> missing_;

@@ -71,7 +71,9 @@ class PinnedBuffer {
   using iterator = T*;
   using const_iterator = const T*;
 
-  /// An empty buffer (what a moved-from one becomes): size 0, data() null.
+  /// An empty buffer (what a moved-from one becomes): size 0, data() null. Unlike a
+  /// moved-from DeviceBuffer, a moved-from PinnedBuffer does not throw: it is a host
+  /// container that standard algorithms and std::span read through data() and size().
   PinnedBuffer() = default;
   /// `count` elements of portable page-locked memory (cuMemHostAlloc, device 0's primary
   /// context current), left as the OS gives them. Count 0 makes an empty buffer without

@@ -105,6 +105,33 @@ std::string error_description(CUresult code) {
   return "unrecognized error code";
 }
 
+const char* error_kind_name(ErrorKind kind) noexcept {
+  switch (kind) {
+    case ErrorKind::other: return "other";
+    case ErrorKind::driver: return "driver";
+    case ErrorKind::out_of_memory: return "out_of_memory";
+    case ErrorKind::context_poisoned: return "context_poisoned";
+    case ErrorKind::module_load: return "module_load";
+    case ErrorKind::driver_unavailable: return "driver_unavailable";
+    case ErrorKind::feature_unavailable: return "feature_unavailable";
+    case ErrorKind::invalid_argument: return "invalid_argument";
+    case ErrorKind::empty_handle: return "empty_handle";
+    case ErrorKind::capture: return "capture";
+    case ErrorKind::empty_capture: return "empty_capture";
+    case ErrorKind::graph_instantiate: return "graph_instantiate";
+    case ErrorKind::graph_update: return "graph_update";
+    case ErrorKind::compiler_unavailable: return "compiler_unavailable";
+    case ErrorKind::compile: return "compile";
+    case ErrorKind::blas: return "blas";
+    case ErrorKind::handle_in_use: return "handle_in_use";
+    case ErrorKind::nccl: return "nccl";
+    case ErrorKind::nccl_timeout: return "nccl_timeout";
+    case ErrorKind::nccl_unavailable: return "nccl_unavailable";
+    case ErrorKind::bootstrap: return "bootstrap";
+  }
+  return "unknown";
+}
+
 bool is_sticky(CUresult code) noexcept {
   switch (code) {
     case CUDA_ERROR_CONTAINED:

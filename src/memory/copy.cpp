@@ -244,9 +244,41 @@ void copy_device_to_device(StreamRef stream, DeviceBytes source, DeviceBytes des
                   call, res, stream);
 }
 
-void fill_device(StreamRef stream, DeviceBytes destination, std::uint32_t pattern, int pattern_bytes,
+namespace {
+
+// The driver's memset for a pattern of `pattern_bytes`; 8-byte patterns take two strided
+// 4-byte memsets (cuMemsetD2D32Async, one per half: rows of one 4-byte word, 8 bytes
+// apart), or one 4-byte memset when both halves are equal. Stream-ordered on `stream`.
+CUresult submit_fill(CUdeviceptr pointer, std::size_t bytes, std::uint64_t pattern, int pattern_bytes, CUstream stream) {
+  switch (pattern_bytes) {
+    case 1: return cu.MemsetD8Async(pointer, static_cast<unsigned char>(pattern), bytes, stream);
+    case 2: return cu.MemsetD16Async(pointer, static_cast<unsigned short>(pattern), bytes / 2, stream);
+    case 4: return cu.MemsetD32Async(pointer, static_cast<unsigned>(pattern), bytes / 4, stream);
+    default: break;
+  }
+  const auto low = static_cast<unsigned>(pattern);
+  const auto high = static_cast<unsigned>(pattern >> 32);
+  if (low == high) return cu.MemsetD32Async(pointer, low, bytes / 4, stream);
+  const std::size_t elements = bytes / 8;
+  CUresult r = cu.MemsetD2D32Async(pointer, 8, low, 1, elements, stream);
+  if (r != CUDA_SUCCESS) return r;
+  return cu.MemsetD2D32Async(pointer + 4, 8, high, 1, elements, stream);
+}
+
+const char* fill_call(int pattern_bytes) {
+  switch (pattern_bytes) {
+    case 1: return cu.MemsetD8Async.name();
+    case 2: return cu.MemsetD16Async.name();
+    case 4: return cu.MemsetD32Async.name();
+    default: return cu.MemsetD2D32Async.name();
+  }
+}
+
+}  // namespace
+
+void fill_device(StreamRef stream, DeviceBytes destination, std::uint64_t pattern, int pattern_bytes,
                  const char* operation) {
-  const char* call = pattern_bytes == 1 ? cu.MemsetD8Async.name() : pattern_bytes == 2 ? cu.MemsetD16Async.name() : cu.MemsetD32Async.name();
+  const char* call = fill_call(pattern_bytes);
   stream.require_handle(call);
   if (destination.bytes == 0) return;
   auto width = static_cast<std::size_t>(pattern_bytes);
@@ -264,13 +296,8 @@ void fill_device(StreamRef stream, DeviceBytes destination, std::uint32_t patter
   check_not_poisoned(call, res);
   destination.allocation->use(stream, Access::write);
   make_current_for(stream);
-  CUresult r = CUDA_SUCCESS;
-  switch (pattern_bytes) {
-    case 1: r = cu.MemsetD8Async(destination.pointer, static_cast<unsigned char>(pattern), destination.bytes, stream.handle()); break;
-    case 2: r = cu.MemsetD16Async(destination.pointer, static_cast<unsigned short>(pattern), destination.bytes / 2, stream.handle()); break;
-    default: r = cu.MemsetD32Async(destination.pointer, pattern, destination.bytes / 4, stream.handle()); break;
-  }
-  check_on_stream(r, call, res, stream);
+  check_on_stream(submit_fill(destination.pointer, destination.bytes, pattern, pattern_bytes, stream.handle()), call,
+                  res, stream);
 }
 
 }  // namespace cudakit::detail

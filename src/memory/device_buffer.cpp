@@ -24,6 +24,12 @@ void throw_device_out_of_memory(const char* call, int device, std::size_t bytes)
   throw OutOfMemory(call, describe(Resource::of_device(device)), bytes, info.free_bytes, info.total_bytes);
 }
 
+void throw_moved_from_buffer() {
+  throw EmptyHandle(
+      "use of a moved-from DeviceBuffer: its memory went to the buffer it was moved to (a default-constructed, "
+      "0-element or reset() buffer is empty instead, and usable as an empty range)");
+}
+
 Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator) {
   const bool pool = allocator == Allocator::pool;
   const char* call = pool ? cu.MemAllocAsync.name() : cu.MemAlloc.name();

@@ -147,6 +147,56 @@ TEST_F(MemoryDeviceTest, FillsSetEveryElement) {
   }
 }
 
+// A fresh random 8-byte pattern whose two 4-byte halves differ (equal halves take the
+// single 4-byte memset; the two-memset path is the one to prove).
+std::uint64_t random_pattern_with_distinct_halves(std::mt19937_64& rng) {
+  for (;;) {
+    std::uint64_t p = rng();
+    if (static_cast<std::uint32_t>(p) != static_cast<std::uint32_t>(p >> 32)) return p;
+  }
+}
+
+TEST_F(MemoryDeviceTest, FillsEightByteElementsWithFreshRandomPatterns) {
+  Stream s(device());
+  const auto seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::uint64_t poisoned = 0xBDBDBDBDBDBDBDBDull;
+  for (std::size_t n : {std::size_t(1), std::size_t(2), std::size_t(4097), std::size_t(1000001), (std::size_t(1) << 22) + 3}) {
+    // The fill covers all but the first and last elements, which must keep the poison.
+    DeviceBuffer<std::uint64_t> d(s, n + 2, uninitialized);
+    fill_pattern8(s, d, 0xBD);
+    const std::uint64_t pattern = random_pattern_with_distinct_halves(rng);
+    fill(s, d.subspan(1, n), pattern);
+    std::vector<std::uint64_t> expected(n + 2, pattern);
+    expected.front() = expected.back() = poisoned;
+    EXPECT_EQ(download(s, d), expected) << n << " elements, pattern " << pattern;
+
+    DeviceBuffer<double> f(s, n, uninitialized);
+    fill_pattern8(s, f, 0xBD);
+    const double value = std::uniform_real_distribution<double>(-1e300, 1e300)(rng);
+    fill(s, f, value);
+    EXPECT_EQ(download(s, f), std::vector<double>(n, value)) << n << " doubles, value " << value;
+  }
+}
+
+TEST_F(MemoryDeviceTest, EightByteFillsReplayFromACapturedGraph) {
+  Stream s(device());
+  const auto seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::size_t n = 100003;
+  DeviceBuffer<std::uint64_t> d(s, n, uninitialized);
+  const std::uint64_t pattern = random_pattern_with_distinct_halves(rng);
+  Graph g = capture_nonempty(s, [&] { fill(s, d, pattern); });
+  GraphExec exec = g.instantiate();
+  for (int replay = 0; replay < 2; ++replay) {
+    fill_pattern8(s, d, 0xBD);  // poison before each replay
+    exec.launch(s);
+    EXPECT_EQ(download(s, d), std::vector<std::uint64_t>(n, pattern)) << "replay " << replay;
+  }
+}
+
 TEST_F(MemoryDeviceTest, OutOfMemoryReportsTheNumbersAndTheProcessGoesOn) {
   Stream s(device());
   const std::size_t total = device().total_memory();

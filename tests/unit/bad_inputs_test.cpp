@@ -211,16 +211,84 @@ TEST_F(BadInputs, CopiesAndFillsOnAnEmptyStreamAreRefused) {
   EXPECT_THROW((void)upload(StreamRef{}, host), EmptyHandle);
 }
 
-TEST_F(BadInputs, AMovedFromBufferIsAZeroElementOneForCopies) {
+// NOLINTBEGIN(bugprone-use-after-move): using the moved-from buffer is the point.
+TEST_F(BadInputs, AMovedFromBufferThrowsEmptyHandleWhereverItIsUsed) {
   Stream s(dev());
   DeviceBuffer<float> a(s, 8, zeroed);
   DeviceBuffer<float> b = std::move(a);
   std::vector<float> host(8, 1.0f);
-  auto m = message_of<InvalidArgument>([&] { copy(s, host, a); });  // NOLINT(bugprone-use-after-move): the point
-  EXPECT_NE(m.find("the source has 8 elements (32 bytes) but the destination has 0 elements (0 bytes)"),
-            std::string::npos)
-      << m;
-  EXPECT_THROW(copy(s, a, b), InvalidArgument);  // NOLINT(bugprone-use-after-move)
+  fake().clear_log();
+  auto m = message_of<EmptyHandle>([&] { copy(s, host, a); });
+  EXPECT_NE(m.find("use of a moved-from DeviceBuffer"), std::string::npos) << m;
+  EXPECT_THROW(copy(s, a, b), EmptyHandle);
+  EXPECT_THROW(copy(s, b, a), EmptyHandle);
+  EXPECT_THROW(copy(s, a, host), EmptyHandle);
+  EXPECT_THROW((void)download(s, a), EmptyHandle);
+  EXPECT_THROW(download(s, a, host), EmptyHandle);
+  EXPECT_THROW(fill(s, a, 1.0f), EmptyHandle);
+  EXPECT_THROW(fill_pattern8(s, a, 0xab), EmptyHandle);
+  EXPECT_THROW((void)a.span(), EmptyHandle);
+  EXPECT_THROW((void)std::as_const(a).span(), EmptyHandle);
+  EXPECT_THROW((void)a.subspan(0), EmptyHandle);
+  EXPECT_THROW((void)a.first(0), EmptyHandle);
+  EXPECT_THROW((void)a.data(), EmptyHandle);
+  EXPECT_THROW((void)std::as_const(a).data(), EmptyHandle);
+  EXPECT_THROW((void)a.device_pointer(), EmptyHandle);
+  EXPECT_THROW((void)reads(a), EmptyHandle);
+  EXPECT_THROW((void)writes(a), EmptyHandle);
+  EXPECT_TRUE(fake().log().empty()) << "nothing reached the driver";
+  // The queries answer, and never throw.
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_TRUE(a.empty());
+  EXPECT_FALSE(a);
+  EXPECT_EQ(a.device_ordinal(), -1);
+  EXPECT_EQ(a.allocation(), nullptr);
+  EXPECT_EQ(download(s, b), std::vector<float>(8, 0.0f)) << "the buffer it moved to has the memory";
+}
+
+TEST_F(BadInputs, AMovedFromBufferStaysMovedFromWhenMovedOnAndIsUsableOnceAssignedOrReset) {
+  Stream s(dev());
+  DeviceBuffer<float> a(s, 8, zeroed);
+  DeviceBuffer<float> b = std::move(a);
+  DeviceBuffer<float> c = std::move(a);
+  EXPECT_THROW((void)c.span(), EmptyHandle) << "moving a moved-from buffer passes the state on";
+  DeviceBuffer<float> d;
+  d = std::move(c);
+  EXPECT_THROW((void)d.span(), EmptyHandle);
+  a = DeviceBuffer<float>(s, 4, zeroed);
+  EXPECT_EQ(download(s, a), std::vector<float>(4, 0.0f)) << "a new buffer assigned to it";
+  c.reset();
+  EXPECT_TRUE(download(s, c).empty()) << "reset() leaves an empty buffer";
+  (void)b;
+}
+// NOLINTEND(bugprone-use-after-move)
+
+TEST_F(BadInputs, DefaultConstructedAndResetBuffersAreEmptyRangesNotErrors) {
+  Stream s(dev());
+  DeviceBuffer<float> none;
+  DeviceBuffer<float> was_reset(s, 8, zeroed);
+  was_reset.reset();
+  fake().clear_log();
+  for (DeviceBuffer<float>* b : {&none, &was_reset}) {
+    std::vector<float> nothing;
+    copy(s, nothing, *b);
+    copy(s, *b, nothing);
+    fill(s, *b, 1.0f);
+    EXPECT_TRUE(download(s, *b).empty());
+    EXPECT_EQ(b->data(), nullptr);
+    EXPECT_EQ(std::as_const(*b).data(), nullptr);
+    EXPECT_EQ(b->device_pointer(), 0u);
+    EXPECT_TRUE(b->span().empty());
+    EXPECT_EQ(reads(*b).allocations[0], nullptr) << "declares nothing";
+    std::vector<float> eight(8, 1.0f);
+    auto m = message_of<InvalidArgument>([&] { copy(s, eight, *b); });
+    EXPECT_NE(m.find("the source has 8 elements (32 bytes) but the destination has 0 elements (0 bytes)"),
+              std::string::npos)
+        << m;
+  }
+  EXPECT_EQ(fake().calls(EntryId::MemcpyHtoDAsync) + fake().calls(EntryId::MemcpyDtoHAsync) +
+                fake().calls(EntryId::MemsetD32Async),
+            0);
 }
 
 // ---- capture, graphs and executables ----

@@ -6,11 +6,14 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <random>
 #include <span>
 #include <thread>
 #include <atomic>
 #include <vector>
 
+#include "cudakit/capture.hpp"
+#include "cudakit/graph_exec.hpp"
 #include "memory_fixture.hpp"
 
 namespace cudakit {
@@ -58,6 +61,11 @@ static_assert(can_download<const DeviceBuffer<float>&, std::vector<float>&>);
 static_assert(can_fill<DeviceBuffer<float>&, float>);
 static_assert(!can_fill<const DeviceBuffer<float>&, float>);
 static_assert(!can_fill<DeviceSpan<const std::uint16_t>, std::uint16_t>);
+static_assert(can_fill<DeviceBuffer<double>&, double>);
+static_assert(can_fill<DeviceSpan<std::uint64_t>, std::uint64_t>);
+// A const buffer hands out a read-only pointer; a writable one a writable pointer.
+static_assert(std::is_same_v<decltype(std::declval<const DeviceBuffer<float>&>().data()), const float*>);
+static_assert(std::is_same_v<decltype(std::declval<DeviceBuffer<float>&>().data()), float*>);
 
 // ---- round trips ----
 
@@ -231,6 +239,55 @@ TEST_F(CopyTest, FillSetsEveryElementOfOneTwoAndFourByteTypes) {
   EXPECT_EQ(download(s, p), std::vector<Pixel>(3, Pixel{1, 2, 3, 4}));
   EXPECT_EQ(calls(EntryId::MemsetD32Async), 2);
   EXPECT_EQ(calls(EntryId::MemsetD16Async), 1);
+}
+
+TEST_F(CopyTest, FillSetsEveryEightByteElementWithTwoStridedMemsets) {
+  Stream s(dev());
+  const auto seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::uint64_t pattern = rng();
+  if (static_cast<std::uint32_t>(pattern) == static_cast<std::uint32_t>(pattern >> 32)) pattern ^= 1;
+  DeviceBuffer<std::uint64_t> d(s, 37, uninitialized);
+  fill_pattern8(s, d, 0xA5);
+  fake().clear_log();
+  fill(s, d.subspan(1, 35), pattern);
+  EXPECT_EQ(calls(EntryId::MemsetD2D32Async), 2) << "the low halves, then the high halves";
+  std::vector<std::uint64_t> expected(37, pattern);
+  expected.front() = expected.back() = 0xA5A5A5A5A5A5A5A5ull;
+  EXPECT_EQ(download(s, d), expected);
+
+  DeviceBuffer<double> f(s, 9, uninitialized);
+  const double value = std::uniform_real_distribution<double>(-1e300, 1e300)(rng);
+  fill(s, f, value);
+  EXPECT_EQ(download(s, f), std::vector<double>(9, value));
+}
+
+TEST_F(CopyTest, EightByteFillWithEqualHalvesIsOneFourByteMemset) {
+  Stream s(dev());
+  DeviceBuffer<std::uint64_t> d(s, 5, uninitialized);
+  fake().clear_log();
+  fill(s, d, 0x9e3779b99e3779b9ull);
+  EXPECT_EQ(calls(EntryId::MemsetD32Async), 1);
+  EXPECT_EQ(calls(EntryId::MemsetD2D32Async), 0);
+  EXPECT_EQ(download(s, d), std::vector<std::uint64_t>(5, 0x9e3779b99e3779b9ull));
+}
+
+TEST_F(CopyTest, EightByteFillOnAnotherStreamIsOrderedAfterTheLastWriter) {
+  Stream s1(dev()), s2(dev());
+  DeviceBuffer<std::uint64_t> d = upload(s1, std::vector<std::uint64_t>(64, 7));
+  fill(s2, d, 0x0123456789abcdefull);  // the fake flags a hazard if the fill is not ordered
+  EXPECT_EQ(download(s1, d), std::vector<std::uint64_t>(64, 0x0123456789abcdefull));
+}
+
+TEST_F(CopyTest, EightByteFillIsCapturedAndReplayed) {
+  Stream s(dev());
+  DeviceBuffer<std::uint64_t> d(s, 21, uninitialized);
+  Graph g = capture_nonempty(s, [&] { fill(s, d, 0xfedcba9876543210ull); });
+  GraphExec exec = g.instantiate();
+  fill_pattern8(s, d, 0x5A);
+  exec.launch(s);
+  EXPECT_EQ(download(s, d), std::vector<std::uint64_t>(21, 0xfedcba9876543210ull));
 }
 
 TEST_F(CopyTest, FillPatternsRepeatEightSixteenAndThirtyTwoBits) {

@@ -154,11 +154,24 @@ TEST_F(DeclaredWorkTest, EmptyDeclarationListsOrderNothingButStillCheckTheStream
 
 TEST_F(DeclaredWorkTest, AnEmptyBufferDeclaresNothing) {
   Stream s1(dev()), s2(dev());
+  DeviceBuffer<float> empty;
+  DeviceBuffer<float> was_reset(s1, 64, zeroed);
+  was_reset.reset();
+  bool ran = false;
+  enqueue(s2, reads(empty, was_reset), writes(DeviceSpan<float>{}), [&](CUstream) { ran = true; });
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(records() + waits(), 0);
+}
+
+TEST_F(DeclaredWorkTest, AMovedFromBufferIsRefusedBeforeTheCallableRuns) {
+  Stream s1(dev()), s2(dev());
   DeviceBuffer<float> a(s1, 64, zeroed);
   DeviceBuffer<float> moved = std::move(a);
   bool ran = false;
-  enqueue(s2, reads(a), writes(DeviceSpan<float>{}), [&](CUstream) { ran = true; });
-  EXPECT_TRUE(ran);
+  // NOLINTNEXTLINE(bugprone-use-after-move): the point
+  EXPECT_THROW(enqueue(s2, reads(moved), writes(a), [&](CUstream) { ran = true; }), EmptyHandle);
+  EXPECT_THROW(enqueue(s2, reads(a), [&](CUstream) { ran = true; }), EmptyHandle);
+  EXPECT_FALSE(ran);
   EXPECT_EQ(records() + waits(), 0);
 }
 

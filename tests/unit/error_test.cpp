@@ -5,9 +5,13 @@
 #include <set>
 #include <type_traits>
 
+#include "cudakit/blas_library.hpp"
 #include "cudakit/device.hpp"
+#include "cudakit/device_buffer.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/event.hpp"
+#include "cudakit/module.hpp"
+#include "cudakit/nccl_error.hpp"
 #include "cudakit/stream.hpp"
 #include "fake_fixture.hpp"
 
@@ -116,6 +120,66 @@ TEST_F(ErrorTest, OutOfMemoryMessageHasRequestedFreeAndTotal) {
   EXPECT_NE(m.find("1.00 GiB"), std::string::npos) << m;
   EXPECT_NE(m.find("16.00 GiB"), std::string::npos) << m;
   EXPECT_NE(m.find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos) << m;
+}
+
+// ---- kinds ----
+
+TEST(ErrorKindTest, EveryClassNamesItsOwnKindThroughTheBase) {
+  auto original = std::make_shared<const DriverError>(CUDA_ERROR_ILLEGAL_ADDRESS, "cuStreamSynchronize", "");
+  std::vector<std::pair<std::function<void()>, ErrorKind>> cases = {
+      {[] { throw Error("a temporary file"); }, ErrorKind::other},
+      {[] { throw DriverError(CUDA_ERROR_INVALID_VALUE, "cuStreamQuery", ""); }, ErrorKind::driver},
+      {[] { throw OutOfMemory("cuMemAllocAsync", "device 0", 1, 2, 3); }, ErrorKind::out_of_memory},
+      {[&] { throw ContextPoisoned(original, "cuStreamQuery", ""); }, ErrorKind::context_poisoned},
+      {[] { throw ModuleLoadError(CUDA_ERROR_INVALID_PTX, "cuModuleLoadDataEx", "", "m", "log"); }, ErrorKind::module_load},
+      {[] { throw DriverUnavailable(DriverUnavailable::Reason::no_device, "m"); }, ErrorKind::driver_unavailable},
+      {[] { throw FeatureUnavailable("cuFuncGetParamInfo", 12040, 12000, "m"); }, ErrorKind::feature_unavailable},
+      {[] { throw InvalidArgument("m"); }, ErrorKind::invalid_argument},
+      {[] { throw EmptyHandle("m"); }, ErrorKind::empty_handle},
+      {[] { throw CaptureError("m"); }, ErrorKind::capture},
+      {[] { throw EmptyCapture("m"); }, ErrorKind::empty_capture},
+      {[] { throw GraphInstantiateError("m", CUDA_ERROR_INVALID_VALUE, CUDA_GRAPH_INSTANTIATE_ERROR, nullptr); },
+       ErrorKind::graph_instantiate},
+      {[] { throw GraphUpdateError("m", CU_GRAPH_EXEC_UPDATE_ERROR, nullptr, nullptr); }, ErrorKind::graph_update},
+      {[] { throw CompilerUnavailable("m"); }, ErrorKind::compiler_unavailable},
+      {[] { throw CompileError("m", "log"); }, ErrorKind::compile},
+      {[] { throw BlasError(CUBLAS_STATUS_NOT_SUPPORTED, "cublasGemmEx", "gemm", ""); }, ErrorKind::blas},
+      {[] { throw HandleInUse("m"); }, ErrorKind::handle_in_use},
+      {[] { throw nccl::NcclError(2, "ncclAllReduce", 0, 2, 0, "", "m"); }, ErrorKind::nccl},
+      {[] { throw nccl::NcclTimeout(7, "ncclAllReduce", 0, 2, 0, "", "m"); }, ErrorKind::nccl_timeout},
+      {[] { throw nccl::NcclUnavailable("m"); }, ErrorKind::nccl_unavailable},
+      {[] { throw nccl::BootstrapError("m", {1}); }, ErrorKind::bootstrap},
+  };
+  std::set<ErrorKind> seen;
+  for (const auto& [raise, expected] : cases) {
+    try {
+      raise();
+      ADD_FAILURE() << "nothing thrown for " << error_kind_name(expected);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), expected) << error_kind_name(e.kind()) << " instead of " << error_kind_name(expected);
+    }
+    EXPECT_TRUE(seen.insert(expected).second) << "two classes of kind " << error_kind_name(expected);
+  }
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(ErrorKind::bootstrap) + 1) << "every kind has its class";
+}
+
+TEST(ErrorKindTest, NamesAreTheEnumeratorsNames) {
+  EXPECT_STREQ(error_kind_name(ErrorKind::out_of_memory), "out_of_memory");
+  EXPECT_STREQ(error_kind_name(ErrorKind::empty_handle), "empty_handle");
+  EXPECT_STREQ(error_kind_name(ErrorKind::nccl_timeout), "nccl_timeout");
+  EXPECT_STREQ(error_kind_name(static_cast<ErrorKind>(200)), "unknown");
+}
+
+TEST_F(ErrorTest, AFailedAllocationIsOutOfMemoryByKindWithoutACast) {
+  Stream s(Device::get(0));
+  fake().fail(EntryId::MemAllocAsync, 0, CUDA_ERROR_OUT_OF_MEMORY);
+  try {
+    DeviceBuffer<float> b(s, 1024, uninitialized);
+    FAIL() << "the allocation succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::out_of_memory) << error_kind_name(e.kind()) << ": " << e.what();
+  }
+  fake().clear_faults();
 }
 
 // ---- poisoned contexts (DESIGN 7) ----

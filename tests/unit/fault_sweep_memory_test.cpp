@@ -126,6 +126,10 @@ const bool copy_ops = sweep::add("copies", {
     {"copy D2D on a third stream (two hand-offs)",
      [](Scene& s) { copy(s.stream(2), buffer(s, "a", 0), buffer(s, "b", 1)); }},
     {"fill", [](Scene& s) { fill(s.stream(), buffer(s, "b"), 1.5f); }},
+    {"fill of 8-byte elements (two strided memsets)", [](Scene& s) {
+       auto& b = s.given<DeviceBuffer<double>>("d", [&] { return DeviceBuffer<double>(s.stream(), n, zeroed); });
+       fill(s.stream(), b, -1.25);
+     }},
     {"fill_pattern8", [](Scene& s) { fill_pattern8(s.stream(), buffer(s, "b"), 0x3f); }},
     {"fill_pattern16", [](Scene& s) { fill_pattern16(s.stream(), buffer(s, "b"), 0x3f80); }},
     {"fill_pattern32", [](Scene& s) { fill_pattern32(s.stream(), buffer(s, "b"), 0x3f800000u); }},

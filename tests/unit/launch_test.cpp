@@ -115,6 +115,25 @@ TEST_F(LaunchTest, SaxpyComputesWithTheArgumentsItWasGiven) {
   EXPECT_FALSE(last.through_ex) << "a plain launch is one cuLaunchKernel";
 }
 
+TEST_F(LaunchTest, AMovedFromBufferIsRefusedBeforeTheDriverAndAnEmptyOnePassesNull) {
+  auto fill = module().kernel<FillSig>("fill");
+  DeviceBuffer<float> a(stream(), 8, zeroed);
+  DeviceBuffer<float> b = std::move(a);
+  const int before = launches_made();
+  // NOLINTBEGIN(bugprone-use-after-move): the point
+  auto m = message_of<EmptyHandle>([&] { launch(stream(), fill, LaunchConfig{1, 8}, a, 1.0f, 8); });
+  EXPECT_NE(m.find("use of a moved-from DeviceBuffer"), std::string::npos) << m;
+  EXPECT_THROW(launch(stream(), module().function("fill"), LaunchConfig{1, 8}, a, 1.0f, 8), EmptyHandle);
+  EXPECT_THROW(KernelArgs().add(a), EmptyHandle);
+  EXPECT_THROW(KernelArgs().add(std::as_const(a)), EmptyHandle);
+  // NOLINTEND(bugprone-use-after-move)
+  EXPECT_EQ(launches_made(), before);
+  DeviceBuffer<float> none;
+  launch(stream(), fill, LaunchConfig{1, 1}, none, 1.0f, 0);
+  EXPECT_EQ(fake::launches().back().param<float*>(0), nullptr) << "an empty buffer is a null pointer";
+  (void)b;
+}
+
 TEST_F(LaunchTest, KernelWithoutParameters) {
   launch(stream(), module().kernel<void()>("empty"), LaunchConfig{2, 64});
   auto l = fake::launches().back();

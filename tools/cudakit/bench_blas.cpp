@@ -134,7 +134,8 @@ struct RawLtMatmul {
   }
   RawLtMatmul(const RawLtMatmul&) = delete;
   RawLtMatmul& operator=(const RawLtMatmul&) = delete;
-  void run(const void* a, const void* b, void* d, CUstream stream) const {
+  // Not const: the matmul writes the workspace.
+  void run(const void* a, const void* b, void* d, CUstream stream) {
     const float one = 1, zero = 0;
     check_status(raw.matmul(handle, desc, &one, b, first, a, second, &zero, d, c, d, c, &algorithm, workspace.data(),
                             workspace.size_bytes(), stream),

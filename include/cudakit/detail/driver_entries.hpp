@@ -80,6 +80,7 @@
   X(MemsetD8Async, 3020, 3020)                                     \
   X(MemsetD16Async, 3020, 3020)                                    \
   X(MemsetD32Async, 3020, 3020)                                    \
+  X(MemsetD2D32Async, 3020, 3020)                                  \
   X(PointerGetAttribute, 4000, 4000)                               \
   /* modules, libraries, functions */                              \
   X(ModuleLoadDataEx, 2010, 2010)                                  \

@@ -119,9 +119,10 @@ constexpr bool check_argument() {
   return bindable(b);
 }
 
-/// The argument as the kernel's parameter.
+/// The argument as the kernel's parameter. `Arg` keeps the caller's constness: a const
+/// buffer hands out only a read-only pointer. A moved-from buffer throws EmptyHandle.
 template <Binding B, class Param, class Arg>
-Param bind_argument(const Arg& arg) {
+Param bind_argument(Arg& arg) {
   if constexpr (is_buffer_binding(B)) return static_cast<Param>(arg.data());
   else if constexpr (B == Binding::raw_pointer) return static_cast<Param>(arg);
   else if constexpr (B == Binding::null_pointer) return nullptr;

@@ -216,6 +216,25 @@ CUresult MemsetD32Async(CUdeviceptr p, unsigned v, size_t n, CUstream s) {
   return CUDA_SUCCESS;
 }
 
+// `height` rows of `width` 4-byte words, `pitch` bytes apart.
+CUresult MemsetD2D32Async(CUdeviceptr p, size_t pitch, unsigned v, size_t width, size_t height, CUstream s) {
+  std::lock_guard l(D().mutex);
+  if (CUresult r = check_stream_arg(s)) return r;
+  if (height == 0 || width == 0) return CUDA_SUCCESS;
+  const size_t span = pitch * (height - 1) + width * 4;
+  if (p % 4 || pitch % 4 || (height > 1 && pitch < width * 4) || !valid_range(p, span)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_MEMSET, "cuMemsetD2D32Async",
+                                    [=](CUstream on) { return MemsetD2D32Async(p, pitch, v, width, height, on); }, &r))
+    return r;
+  D().tick(s);
+  D().access(s, static_cast<std::uintptr_t>(p), span, true, "cuMemsetD2D32Async");
+  for (size_t row = 0; row < height; ++row) {
+    auto* d = reinterpret_cast<unsigned*>(p + row * pitch);
+    for (size_t i = 0; i < width; ++i) d[i] = v;
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult MemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   std::lock_guard l(D().mutex);
   if (CUresult r = check_stream_arg(s)) return r;
@@ -464,6 +483,7 @@ void register_memory(Driver& d) {
   d.implement<E::MemsetD8Async>(&MemsetD8Async);
   d.implement<E::MemsetD16Async>(&MemsetD16Async);
   d.implement<E::MemsetD32Async>(&MemsetD32Async);
+  d.implement<E::MemsetD2D32Async>(&MemsetD2D32Async);
   d.implement<E::MemcpyDtoDAsync>(&MemcpyDtoDAsync);
   d.implement<E::MemcpyHtoDAsync>(&MemcpyHtoDAsync);
   d.implement<E::MemcpyDtoHAsync>(&MemcpyDtoHAsync);
