@@ -45,7 +45,7 @@ namespace detail {
 inline void refuse_device_value_set_while_capturing(StreamRef stream) {
   if (active_captures.load(std::memory_order_relaxed) == 0) [[likely]]
     return;
-  if (StreamState* state = stream.state(); state != nullptr && state->capture.load(std::memory_order_acquire) != nullptr)
+  if (StreamState* state = stream.state(); state != nullptr && state->marks.capture() != nullptr)
     throw_device_value_set_while_capturing(stream);
 }
 }  // namespace detail

@@ -130,29 +130,21 @@ void record_fence(StreamState* s) {
   check(cu.EventRecord(fence, s->handle), "cuEventRecord", stream_resource(s));
 }
 
-std::mutex join_mutex;  // marks are made under it
 }  // namespace
 
 // `s` enters capture `c` in cudakit's books. A capture's start and a fork call this before
-// the driver makes the stream capture, and the order matters: the mark first, then a wait
-// for the threads that pinned `s` before they could see the mark (a free or a hand-off
-// event from another thread, PinnedStream::capturing). Their work on `s` is submitted
-// before the capture begins, and all later work of theirs sees the mark and stays out of
-// the capture, which would otherwise take it in as nodes of the graph. Pins are held for
-// a few driver calls, so the wait is short.
+// the driver makes the stream capture (Note [Pins and marks]): the mark, then the wait for
+// the threads that pinned `s` before they could see it (a free or a hand-off event from
+// another thread). Their work on `s` is submitted before the capture begins, and all later
+// work of theirs sees the mark and stays out of the capture, which would otherwise take it
+// in as nodes of the graph.
 // False, changing nothing, when `s` is in a capture already (two threads began captures on
-// it at once: the marks are made under a mutex, so one of them wins, whole).
+// it at once: one of them wins, whole).
 bool join_capture(CaptureState* c, StreamState* s) {
   c->members.reserve(c->members.size() + 1);
-  {
-    std::lock_guard lock(join_mutex);
-    if (s->capture.load(std::memory_order_acquire) != nullptr) return false;
-    s->capture_owner.store(c->owner, std::memory_order_release);
-    s->capture.store(c);  // sequentially consistent with the pinning threads' fetch_add, then load
-  }
+  if (!s->marks.mark_capturing(c, c->owner)) return false;
   retain(s);
   c->members.push_back(s);
-  while (s->pins.load() != 0) std::this_thread::yield();
   return true;
 }
 
@@ -160,13 +152,7 @@ void leave_capture(CaptureState* c, StreamState* s) noexcept {
   auto member = std::find(c->members.begin(), c->members.end(), s);
   if (member == c->members.end()) return;  // never joined: nothing to undo
   c->members.erase(member);
-  {
-    std::lock_guard lock(join_mutex);
-    if (s->capture.load(std::memory_order_acquire) == c) {
-      s->capture_owner.store(std::thread::id{}, std::memory_order_release);
-      s->capture.store(nullptr, std::memory_order_release);
-    }
-  }
+  s->marks.unmark_capturing(c);
   release(s);
 }
 
@@ -206,8 +192,8 @@ bool contains(const std::vector<StreamState*>& v, const StreamState* s) {
 void release_capture_fence(int device, CUevent fence) noexcept { release_pooled_event(device, fence); }
 
 void refuse_submission_from_other_thread(StreamState* state, const char* what) {
-  if (state->capture.load(std::memory_order_acquire) == nullptr) return;
-  std::thread::id owner = state->capture_owner.load(std::memory_order_acquire);
+  if (state->marks.capture() == nullptr) return;
+  std::thread::id owner = state->marks.capture_owner();
   std::thread::id me = std::this_thread::get_id();
   if (owner == me || owner == std::thread::id{}) return;
   throw CaptureError(std::string(what) + " on " + stream_words(state) + " from " + thread_words(me) +
@@ -250,7 +236,7 @@ CaptureTolerantScope::~CaptureTolerantScope() {
 
 void capture_use(void* capture, Allocation* allocation, StreamRef stream, Access access) {
   StreamState* s = stream_state_of(stream);
-  if (s->capture_owner.load(std::memory_order_acquire) != std::this_thread::get_id()) {
+  if (s->marks.capture_owner() != std::this_thread::get_id()) {
     std::ostringstream what;
     what << "a use of buffer 0x" << std::hex << allocation->pointer;
     refuse_submission_from_other_thread(s, what.str().c_str());
@@ -274,9 +260,9 @@ void capture_use(void* capture, Allocation* allocation, StreamRef stream, Access
 
 void note_launch_in_capture(StreamRef stream, const Function& function) {
   StreamState* s = stream_state_of(stream);
-  auto* c = static_cast<CaptureState*>(s->capture.load(std::memory_order_acquire));
+  auto* c = s->marks.capture();
   if (c == nullptr) return;
-  if (s->capture_owner.load(std::memory_order_acquire) != std::this_thread::get_id())
+  if (s->marks.capture_owner() != std::this_thread::get_id())
     refuse_submission_from_other_thread(s, ("a launch of kernel '" + function.name() + "'").c_str());
   if (c->kernels.insert(&function.state()).second) c->resources->keep(std::make_shared<const Function>(function));
 }
@@ -284,8 +270,8 @@ void note_launch_in_capture(StreamRef stream, const Function& function) {
 // ---- joins ----
 
 void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, StreamState* from_state) {
-  void* to_capture = to_state->capture.load(std::memory_order_acquire);
-  void* from_capture = from_state->capture.load(std::memory_order_acquire);
+  CaptureState* to_capture = to_state->marks.capture();
+  CaptureState* from_capture = from_state->marks.capture();
   if (from_capture != nullptr) refuse_submission_from_other_thread(from_state, "cuEventRecord");
   if (to_capture != nullptr) refuse_submission_from_other_thread(to_state, "cuStreamWaitEvent");
   if (from_capture == to_capture) {  // neither captures, or both are in one capture (a graph edge)
@@ -295,7 +281,7 @@ void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, S
   if (to_capture == nullptr) {
     // A fork: `to` joins `from`'s capture. Its work so far stays outside (its fence).
     // Marked before the wait that makes it capture (join).
-    auto* c = static_cast<CaptureState*>(from_capture);
+    CaptureState* c = from_capture;
     record_fence(to_state);
     if (!join_capture(c, to_state)) throw_already_capturing(to_state);  // another thread's capture took it meanwhile
     try {
@@ -319,14 +305,14 @@ void note_event_record(StreamState* stream, CUevent event) {
   // Only records inside this thread's capture take the lock. An entry left behind by a
   // later record outside the capture costs one needless mark, which after_event_wait
   // undoes when the driver does not confirm the join.
-  auto* c = static_cast<CaptureState*>(stream->capture.load(std::memory_order_acquire));
-  if (c == nullptr || stream->capture_owner.load(std::memory_order_acquire) != std::this_thread::get_id()) return;
+  auto* c = stream->marks.capture();
+  if (c == nullptr || stream->marks.capture_owner() != std::this_thread::get_id()) return;
   std::lock_guard lock(registry_mutex);
   recorded_in_capture()[event] = c;
 }
 
 void* before_event_wait(StreamRef, StreamState* state, CUevent event) {
-  if (state->capture.load(std::memory_order_acquire) != nullptr) return nullptr;
+  if (state->marks.capture() != nullptr) return nullptr;
   record_fence(state);
   CaptureState* c = nullptr;
   {
@@ -344,7 +330,7 @@ void undo_event_wait_join(StreamState* state, void* joined) noexcept {
 }
 
 void after_event_wait(StreamRef stream, StreamState* state, void* joined) {
-  if (joined == nullptr && state->capture.load(std::memory_order_acquire) != nullptr) return;
+  if (joined == nullptr && state->marks.capture() != nullptr) return;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t id = 0;
   CUresult r = cu.StreamGetCaptureInfo(stream.handle(), &status, &id, nullptr, nullptr, nullptr);
@@ -373,7 +359,8 @@ void after_event_wait(StreamRef stream, StreamState* state, void* joined) {
 
 void wait_for_stream_work(CUstream to, int, StreamState* from) {
   // Another thread may own `from` and destroy it, or begin a capture on it, meanwhile: the
-  // event recorded below would then be recorded into that capture.
+  // event recorded below would then be recorded into that capture. Pinned, then looked at
+  // (Note [Pins and marks]): alive and not capturing while the pin is held.
   PinnedStream pinned(from);
   if (!pinned) return;  // a dead stream's work completed
   if (pinned.capturing()) {
@@ -398,7 +385,7 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
   StreamState* s = stream_state_of(stream);
   Resource res = stream_resource(s);
   check_not_poisoned("cuStreamBeginCapture", res);
-  if (s->capture.load(std::memory_order_acquire) != nullptr) throw_already_capturing(s);
+  if (s->marks.capture() != nullptr) throw_already_capturing(s);
   run_deferred_tasks_if_any();
   prepare_for_capture(s->device);
   record_fence(s);
@@ -506,10 +493,7 @@ CUresult end_driver_capture(CUstream origin, CUgraph& graph) noexcept {
 // registry, uncounted, released. Frees `c`.
 void forget_capture(CaptureState* c) {
   std::unique_ptr<CaptureState> owned(c);
-  for (StreamState* m : c->members) {
-    m->capture.store(nullptr, std::memory_order_release);
-    m->capture_owner.store(std::thread::id{}, std::memory_order_release);
-  }
+  for (StreamState* m : c->members) m->marks.unmark_capturing(c);
   {
     std::lock_guard lock(registry_mutex);
     auto it = registry().find(c->id);

@@ -1,4 +1,4 @@
-// Internal: the state of one cudakit capture, pointed to by StreamState::capture of every
+// Internal: the state of one cudakit capture, the capture mark (StreamMarks) of every
 // stream in it (DESIGN 6 and 9).
 #pragma once
 
@@ -26,7 +26,7 @@ struct CaptureState {
   // The owner thread's strict_captures_on_this_thread while this capture counts there
   // (guarded by the registry's mutex: the owner thread may end first, capture.cpp).
   std::atomic<int>* strict_count = nullptr;
-  // The streams in the capture, the origin first; each retained, its `capture` set.
+  // The streams in the capture, the origin first; each retained and marked with this capture.
   std::vector<StreamState*> members;
   GraphResources* resources = nullptr;  // one reference, handed to the graph at the end
   // Ordering inside the capture (the buffers' live tracking is left alone): per buffer,

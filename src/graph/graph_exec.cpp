@@ -153,7 +153,8 @@ enum class ReleaseErrors { park, throw_sticky };
 
 void release_after_last_launch(detail::GraphResources* own, detail::StreamState* last, int device,
                                ReleaseErrors errors = ReleaseErrors::park) {
-  detail::PinnedStream pinned(last);  // its owner may destroy it meanwhile
+  // Pinned, then looked at: its owner may destroy it meanwhile (Note [Pins and marks]).
+  detail::PinnedStream pinned(last);
   if (!pinned || detail::poison_of(device) != nullptr) {
     // Never launched, or its stream finished (a dead stream's work completed), or the
     // context is dead (nothing runs any more): nothing to wait for.
@@ -276,7 +277,7 @@ void GraphExec::launch(StreamRef stream) {
   if (detail::active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]] {
     detail::StreamState* st = detail::stream_state_of(stream);
     detail::check_capturing_thread(st, "cuGraphLaunch");
-    if (st->capture.load(std::memory_order_acquire) != nullptr)
+    if (st->marks.capture() != nullptr)
       throw CaptureError("cuGraphLaunch of " + describe(res) + " onto " +
                          describe(Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal())) +
                          " refused: the stream is capturing; embed the Graph in the capture's graph with add_child, "

@@ -62,7 +62,7 @@ bool hold_in_capture(StreamRef stream, const std::shared_ptr<CommState>& state) 
   using namespace cudakit::detail;
   if (active_captures.load(std::memory_order_relaxed) == 0) return false;
   StreamState* s = stream_state_of(stream);
-  auto* c = static_cast<CaptureState*>(s->capture.load(std::memory_order_acquire));
+  auto* c = s->marks.capture();
   if (c == nullptr) return false;
   c->resources->keep(state);
   return true;

@@ -23,7 +23,7 @@ CaptureUseHook capture_use_hook = nullptr;
 
 namespace {
 
-bool alive(const StreamState* s) { return s != nullptr && s->alive.load(std::memory_order_acquire); }
+bool alive(const StreamState* s) { return s != nullptr && s->marks.alive(); }
 
 // `to` waits for the work submitted to `from` so far: one pooled event, one wait. `to` is
 // never capturing here: uses on capturing streams go to the capture (capture.cpp). When
@@ -127,7 +127,7 @@ bool Allocation::is_shared_across_streams() const {
 void Allocation::use_slow(StreamRef stream, Access access) {
   StreamState* s = stream_state_of(stream);
   if (active_captures.load(std::memory_order_acquire) != 0) {
-    if (void* capture = s->capture.load(std::memory_order_acquire); capture != nullptr) {
+    if (void* capture = s->marks.capture(); capture != nullptr) {
       // Work on a capturing stream runs only when the graph is launched: the graph
       // records the use (and keeps this allocation alive) and orders it at launch.
       if (capture_use_hook != nullptr) capture_use_hook(capture, this, stream, access);
@@ -196,7 +196,9 @@ void Allocation::synchronize_users() const {
   // A stream state stays valid while the tracker names it; the caller is the one thread
   // mutating this allocation (like a standard container), so no one drops it meanwhile.
   for (StreamState* u : users) {
-    PinnedStream pinned(u);  // its owner may destroy it, or begin a capture on it, meanwhile
+    // Its owner may destroy it, or begin a capture on it, meanwhile: pinned, then looked
+    // at (Note [Pins and marks]).
+    PinnedStream pinned(u);
     if (!pinned) continue;
     // A capturing stream's live work is what came before its capture: its capture fence
     // (synchronizing the stream itself would be refused and invalidate the capture).
@@ -248,9 +250,10 @@ Resource resource_of(AllocationKind kind, CUdeviceptr pointer, int device) {
 // done nothing, in every other case.
 bool free_on_the_only_stream(const Users& users, CUdeviceptr pointer, int device) noexcept {
   if (!users.only_the_owner()) return false;
-  // Pinned first: another thread may own the stream and destroy it meanwhile, or begin a
-  // capture on it (the free would land in that graph); neither can happen while the pin
-  // is held and the stream was seen alive and not capturing.
+  // Pinned first, then looked at (Note [Pins and marks]): another thread may own the
+  // stream and destroy it meanwhile, or begin a capture on it (the free would land in that
+  // graph); neither can happen while the pin is held and the stream was seen alive and
+  // not capturing.
   PinnedStream pinned(users.owner);
   if (!pinned || pinned.capturing()) return false;
   CUresult r = cu.MemFreeAsync(pointer, users.owner->handle);
@@ -261,7 +264,8 @@ bool free_on_the_only_stream(const Users& users, CUdeviceptr pointer, int device
 
 // Where a free is submitted: a live user that is not capturing, pinned until the free is
 // submitted (it may belong to another thread, which may destroy it or begin a capture on
-// it at any moment, and this free may run on any thread, e.g. a graph's deferred release);
+// it at any moment, and this free may run on any thread, e.g. a graph's deferred release:
+// Note [Pins and marks]);
 // else the device's service stream, where a stream is needed; else no stream.
 struct FreeStream {
   StreamState* user = nullptr;

@@ -40,7 +40,7 @@ Allocation* page_locked(const HostBytes& host) {
 
 bool capturing(StreamRef stream) {
   StreamState* s = stream.state();
-  return s != nullptr && s->capture.load(std::memory_order_acquire) != nullptr;
+  return s != nullptr && s->marks.capture() != nullptr;
 }
 
 void refuse_in_capture(StreamRef stream, const char* what) {

@@ -43,7 +43,7 @@ Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zer
     // DESIGN 6: an allocation inside a capture would happen once, when captured, not at
     // each launch (a graph memory node would, but its memory is the graph's, not a
     // buffer's), so cudakit refuses it.
-    if (stream_state_of(stream)->capture.load(std::memory_order_acquire) != nullptr)
+    if (stream_state_of(stream)->marks.capture() != nullptr)
       throw CaptureError(std::string(call) + " on " +
                          describe(Resource::of(ResourceKind::stream, stream.handle(), device)) +
                          " refused: the stream is capturing, and a buffer allocated inside a capture would be "

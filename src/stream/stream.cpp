@@ -2,7 +2,6 @@
 
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 
 #include "cudakit/detail/capture_guard.hpp"
@@ -41,7 +40,7 @@ void refuse_if_capturing(StreamRef stream, const char* call) {
   if (detail::active_captures.load(std::memory_order_relaxed) == 0) [[likely]]
     return;
   detail::StreamState* s = detail::stream_state_of(stream);
-  if (s->capture.load(std::memory_order_acquire) == nullptr) return;
+  if (s->marks.capture() == nullptr) return;
   throw CaptureError(std::string(call) + " on " + describe(stream_resource(stream.handle(), stream.device_ordinal())) +
                      " refused: the stream is capturing, so its work runs only when the graph is launched and there "
                      "is nothing to wait for yet (the driver would invalidate the capture); synchronize after the "
@@ -151,7 +150,7 @@ void enqueue_host_callback(const StreamRef& ref, std::unique_ptr<HostCallback> c
   if (active_captures.load(std::memory_order_relaxed) != 0) {
     StreamState* s = stream_state_of(ref);
     check_capturing_thread(s, cu.LaunchHostFunc.name());
-    if (auto* capture = static_cast<CaptureState*>(s->capture.load(std::memory_order_acquire))) {
+    if (auto* capture = s->marks.capture()) {
       // Captured: a host node that runs at every launch, so the graph owns the callable.
       HostCallback* owned = capture->resources->add_callback(std::move(callback));
       check(cu.LaunchHostFunc(stream, &run_graph_host_callback, owned), cu.LaunchHostFunc.name(), res);
@@ -214,16 +213,13 @@ void Stream::reset() noexcept {
         park_driver_error(r, cu.StreamSynchronize.name(), res, "~Stream");
       }
     }
-    if (state != nullptr && state->capture.load(std::memory_order_acquire) != nullptr)
+    if (state != nullptr && state->marks.capture() != nullptr)
       park_error({CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "~Stream",
                   describe(stream_resource(ref.handle(), ref.device_ordinal())) +
                       " was destroyed while a capture it takes part in is in progress; that capture fails"});
-    if (state != nullptr) {
-      // Dead from now on; then wait for the threads that pinned the handle before they saw
-      // that (a buffer freed or ordered on another thread: detail::PinnedStream).
-      state->alive.store(false);
-      while (state->pins.load() != 0) std::this_thread::yield();
-    }
+    // Dead from now on, once the threads that pinned the handle before they could see that
+    // are done with it (a buffer freed or ordered on another thread: Note [Pins and marks]).
+    if (state != nullptr) state->marks.mark_dead();
     detail::CaptureTolerantScope tolerant;  // destroying a stream beside a capture leaves it valid
     CUresult r = cu.StreamDestroy(ref.handle());
     if (r != CUDA_SUCCESS)

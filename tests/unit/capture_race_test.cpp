@@ -121,7 +121,7 @@ TEST_F(CaptureRaceTest, FreesFromAnotherThreadStayOutOfAStreamJoiningTheCaptureT
         fill(side, joining, static_cast<float>(i));
         s.wait(joining);  // and back
       });
-  EXPECT_EQ(StreamRef(joining).state()->capture.load(), nullptr);
+  EXPECT_EQ(StreamRef(joining).state()->marks.capture(), nullptr);
   s.synchronize();
   joining.synchronize();
 }

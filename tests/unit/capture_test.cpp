@@ -144,13 +144,13 @@ TEST_F(CaptureTest, AStreamMarkedBeforeAnEventWaitIsUnmarkedWhenTheDriverDidNotJ
   e.record(s);  // inside the capture
   ASSERT_EQ(driver::cu.EventRecord(e.handle(), outside.handle()), CUDA_SUCCESS);  // and again outside it
   waiting.wait(e);
-  EXPECT_EQ(StreamRef(waiting).state()->capture.load(), nullptr);
+  EXPECT_EQ(StreamRef(waiting).state()->marks.capture(), nullptr);
   EXPECT_FALSE(is_capturing(waiting));
 
   e.record(s);  // inside again
   fake().fail(EntryId::StreamWaitEvent, waits() + 1, CUDA_ERROR_INVALID_VALUE);
   EXPECT_THROW(waiting.wait(e), DriverError);
-  EXPECT_EQ(StreamRef(waiting).state()->capture.load(), nullptr);
+  EXPECT_EQ(StreamRef(waiting).state()->marks.capture(), nullptr);
   EXPECT_FALSE(is_capturing(waiting));
 
   std::optional<Graph> g = scope.end();
@@ -198,7 +198,7 @@ TEST_F(CaptureTest, ForkThroughCudakitIsJoinedBackAutomatically) {
     fill(b, side, 2.0f);
   });  // no join by hand
   EXPECT_FALSE(is_capturing(side));
-  EXPECT_EQ(side.ref().state()->capture.load(), nullptr);
+  EXPECT_EQ(side.ref().state()->marks.capture(), nullptr);
   GraphExec exec = g.instantiate();
   exec.launch(s);
   EXPECT_EQ(at(a, 0), 1.0f);
@@ -364,12 +364,12 @@ TEST_F(CaptureTest, LeavingACaptureRemovesTheStreamNamedNotTheLastToJoin) {
   ASSERT_TRUE(detail::join_capture(&capture, sa));
   ASSERT_TRUE(detail::join_capture(&capture, sb));
   detail::leave_capture(&capture, sa);
-  EXPECT_EQ(sa->capture.load(), nullptr);
-  EXPECT_EQ(sb->capture.load(), &capture);
+  EXPECT_EQ(sa->marks.capture(), nullptr);
+  EXPECT_EQ(sb->marks.capture(), &capture);
   ASSERT_EQ(capture.members.size(), 1u);
   EXPECT_EQ(capture.members[0], sb);
   detail::leave_capture(&capture, sb);
-  EXPECT_EQ(sb->capture.load(), nullptr);
+  EXPECT_EQ(sb->marks.capture(), nullptr);
   EXPECT_TRUE(capture.members.empty());
 }
 

@@ -14,6 +14,7 @@
 
 #include "cudakit/capture.hpp"
 #include "cudakit/graph_exec.hpp"
+#include "graph/capture_state.hpp"
 #include "memory_fixture.hpp"
 
 namespace cudakit {
@@ -442,12 +443,12 @@ TEST_F(CopyTest, PageableCopiesOnACapturingStreamAreRefused) {
   DeviceBuffer<float> d(s, 4, zeroed);
   PinnedBuffer<float> p(4, zeroed);
   std::vector<float> host(4, 1.0f);
-  int marker = 0;
-  s.ref().state()->capture.store(&marker);  // what the graph layer sets while it captures
+  detail::CaptureState marker;
+  ASSERT_TRUE(s.ref().state()->marks.mark_capturing(&marker, std::this_thread::get_id()));  // as a capture does
   EXPECT_THROW(copy(s, host, d), CaptureError);
   EXPECT_THROW(copy(s, d, host), CaptureError);
   EXPECT_THROW(download(s, d, p), CaptureError) << "a blocking download cannot wait inside a capture";
-  s.ref().state()->capture.store(nullptr);
+  s.ref().state()->marks.unmark_capturing(&marker);
   EXPECT_EQ(calls(EntryId::MemcpyHtoDAsync), 0);
 }
 

@@ -45,7 +45,7 @@ class GraphTestBase : public FakeDriverTest {
     EXPECT_EQ(detail::strict_captures_on_this_thread.load(), 0);
     EXPECT_EQ(detail::global_mode_captures.load(), 0);
     ASSERT_NE(s.state(), nullptr);
-    EXPECT_EQ(s.state()->capture.load(), nullptr);
+    EXPECT_EQ(s.state()->marks.capture(), nullptr);
     EXPECT_FALSE(is_capturing(s));
   }
 };

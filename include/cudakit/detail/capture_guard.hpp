@@ -55,7 +55,7 @@ CUDAKIT_API void refuse_submission_from_other_thread(StreamState* state, const c
 inline void check_capturing_thread(StreamState* state, const char* what) {
   if (active_captures.load(std::memory_order_relaxed) == 0 || state == nullptr) [[likely]]
     return;
-  if (state->capture.load(std::memory_order_acquire) != nullptr) refuse_submission_from_other_thread(state, what);
+  if (state->marks.capture() != nullptr) refuse_submission_from_other_thread(state, what);
 }
 
 /// A kernel launch on `stream` while captures are in progress: refuses it from another

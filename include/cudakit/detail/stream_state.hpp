@@ -12,9 +12,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <thread>
 #include <utility>
 
+#include "cudakit/detail/stream_marks.hpp"
 #include "cudakit/export.hpp"
 
 namespace cudakit::detail {
@@ -24,10 +24,11 @@ void release_capture_fence(int device, CUevent fence) noexcept;  // capture.cpp
 struct CUDAKIT_API StreamState {
   CUstream handle = nullptr;
   int device = -1;
-  std::atomic<bool> alive{true};
-  // Threads other than the owner using the handle right now (PinnedStream): the owner's
-  // Stream::reset waits for them before destroying the handle.
-  std::atomic<std::int32_t> pins{0};
+  // Whether the stream is alive and which cudakit capture holds it, and the pins of the
+  // threads that use it without owning it (Note [Pins and marks], stream_marks.hpp). A
+  // capture marks the stream before the driver begins it; the capture's own state knows
+  // the capturing thread (DESIGN 9).
+  StreamMarks marks;
   // Two counts in one word, so that a tracker's start or stop is one atomic operation
   // (every buffer does both; DESIGN 5's single-stream case must cost next to nothing):
   //   low 32 bits:  references, the owning Stream (if any) plus one per tracker slot;
@@ -38,15 +39,6 @@ struct CUDAKIT_API StreamState {
   std::uint32_t trackers(std::memory_order order = std::memory_order_acquire) const noexcept {
     return static_cast<std::uint32_t>(counts.load(order) >> 32);
   }
-  // Set while a cudakit capture scope captures this stream (capture.hpp): the scope's
-  // internal state, which knows the capturing thread (DESIGN 9). Set before the driver
-  // begins the capture, and the capture waits for `pins` after setting it: a thread that
-  // pinned the stream and then reads it unset (PinnedStream::capturing) submits its work
-  // before the capture begins, never into it.
-  std::atomic<void*> capture{nullptr};
-  // The thread that owns that capture, readable by any thread (the capture's own state
-  // may be freed the moment its capture ends).
-  std::atomic<std::thread::id> capture_owner{};
   // Recorded on this stream just before it entered its latest capture: it stands for
   // the work submitted before the capture. A stream outside the capture that must wait
   // for that work waits on this event, since recording on a capturing stream would be
@@ -90,26 +82,16 @@ inline const char* last_launch_of(const StreamState* s) noexcept {
 /// died; using buffers on borrowed streams is the borrower's lifetime contract.
 CUDAKIT_API StreamState* borrowed_stream_state(CUstream handle, int device);
 
-/// Keeps a stream's handle valid while a thread that does not own the stream makes a few
-/// driver calls on it: a buffer's free or cross-stream wait reaches streams that other
-/// threads own and may destroy at the same moment. Checking `alive` and then using the
-/// handle is not enough (the owner may destroy it in between: the handle is then invalid,
-/// or another stream's). False when the stream is dead or being destroyed: its owner
+/// Keeps a stream's handle valid, and keeps captures off it, while a thread that does not
+/// own the stream makes a few driver calls on it: a buffer's free or cross-stream wait
+/// reaches streams that other threads own and may destroy or capture at the same moment
+/// (Note [Pins and marks]). False when the stream is dead or being destroyed: its owner
 /// synchronized it first (a tracker names it), so there is nothing left to wait for.
-/// Pinning never blocks; Stream::reset marks the stream dead, then waits for the pins, and
-/// a capture's start marks the stream capturing, then waits for them (capturing()).
 class CUDAKIT_API PinnedStream {
  public:
-  explicit PinnedStream(StreamState* s) noexcept : s_(s) {
-    if (s_ == nullptr) return;
-    s_->pins.fetch_add(1);  // sequentially consistent with reset()'s store to `alive`, then load of `pins`
-    if (!s_->alive.load()) {
-      s_->pins.fetch_sub(1);
-      s_ = nullptr;
-    }
-  }
+  explicit PinnedStream(StreamState* s) noexcept : s_(s != nullptr && s->marks.pin() ? s : nullptr) {}
   ~PinnedStream() {
-    if (s_ != nullptr) s_->pins.fetch_sub(1, std::memory_order_release);
+    if (s_ != nullptr) s_->marks.unpin();
   }
   PinnedStream(PinnedStream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
   PinnedStream(const PinnedStream&) = delete;
@@ -117,13 +99,11 @@ class CUDAKIT_API PinnedStream {
   PinnedStream& operator=(PinnedStream&&) = delete;
   explicit operator bool() const noexcept { return s_ != nullptr; }
 
-  /// Whether the pinned stream is in a capture now. Read after pinning, sequentially
-  /// consistent with a capture's start, which marks the stream and then waits for its pins
-  /// (the same pattern as `alive` with Stream::reset): false means that no capture can
-  /// begin on the stream while this pin is held, so work submitted to it now runs live
-  /// and does not land in somebody's graph. True: the stream's live work is what came
-  /// before its capture, its capture fence (recorded before the mark).
-  bool capturing() const noexcept { return s_->capture.load() != nullptr; }
+  /// Whether the pinned stream is in a capture now. False: no capture begins on the stream
+  /// while this pin is held, so work submitted to it now runs live and does not land in
+  /// somebody's graph. True: the stream's live work is what came before its capture, its
+  /// capture fence (recorded before the mark).
+  bool capturing() const noexcept { return s_->marks.capturing_while_pinned(); }
 
  private:
   StreamState* s_;
