@@ -44,6 +44,26 @@ void check_epilogue(Epilogue epilogue, bool with_bias, std::size_t bias_size, st
                           " but the stream is on device " + std::to_string(device));
 }
 
+// The handle's plan for `key`: the last matmul's when it had this key, else the cache's,
+// else a new one (descriptors built, the heuristic asked). Its descriptor then points at
+// `bias`. Nothing here allocates or calls cuBLASLt when the key and the bias repeat.
+template <class Describe>
+detail::LtPlan& plan_for(detail::LtSlot& slot, const detail::LtPlanKey& key, const void* bias, const Resource& res,
+                         const Describe& describe) {
+  if (slot.last_plan == nullptr || !(slot.last_key == key)) [[unlikely]] {
+    auto found = slot.plans.find(key);
+    if (found == slot.plans.end())
+      found = slot.plans
+                  .emplace(key, std::make_unique<detail::LtPlan>(*slot.api, slot.handle, key,
+                                                                 slot.workspace.size_bytes(), bias, res, describe))
+                  .first;
+    slot.last_key = key;
+    slot.last_plan = found->second.get();
+  }
+  slot.last_plan->use_bias(bias, res, describe);
+  return *slot.last_plan;
+}
+
 }  // namespace
 
 BlasLt::BlasLt(StreamRef stream) : slot_(detail::lease_lt_slot(stream, "BlasLt").release()), stream_(stream) {}
@@ -94,17 +114,7 @@ void BlasLt::matmul_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSp
                         detail::alignment_of(a.data()),
                         detail::alignment_of(c.data()),
                         with_bias ? detail::alignment_of(bias_pointer) : std::uint16_t{0}};
-  auto found = slot.plans.find(key);
-  if (found == slot.plans.end()) {
-    auto plan = std::make_unique<detail::LtPlan>(api, slot.handle, key, slot.workspace.size_bytes(), bias_pointer, res,
-                                                 describe);
-    found = slot.plans.emplace(key, std::move(plan)).first;
-  } else if (with_bias) {
-    detail::check_blas(api.LtMatmulDescSetAttribute(found->second->desc(), CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                    &bias_pointer, sizeof bias_pointer),
-                       cublas::Entry::LtMatmulDescSetAttribute, res, describe);
-  }
-  const detail::LtPlan& plan = *found->second;
+  detail::LtPlan& plan = plan_for(slot, key, bias_pointer, res, describe);
   const float alpha = static_cast<float>(shape.alpha), beta = static_cast<float>(shape.beta);
   enqueue(stream_, reads(a, b, bias), writes(c, slot.workspace), [&](CUstream s) {
     // cuBLASLt may set itself up on a first call: inside a capture, relaxed mode keeps that

@@ -8,9 +8,9 @@
 
 namespace cudakit::detail {
 
-void ExclusiveUse::refuse(const char* operation, const Resource& resource) const {
+void ExclusiveUse::refuse(std::thread::id holder_id, const char* operation, const Resource& resource) {
   std::ostringstream holder;
-  holder << holder_.load(std::memory_order_relaxed);
+  holder << holder_id;
   std::ostringstream self;
   self << std::this_thread::get_id();
   throw HandleInUse(std::string(operation) + " on " + describe(resource) + " refused: its cuBLAS handle is in use by " +

@@ -4,7 +4,8 @@
 // and nothing in the library would notice: two GEMMs would race on the handle's stream
 // binding and workspace. Every call on a Blas or BlasLt holds a Guard on its handle for
 // the call's length; a second thread arriving meanwhile gets HandleInUse, and the handle
-// stays with the first. One atomic exchange and one store per call.
+// stays with the first. The holder's thread id is the lock itself: one compare-and-swap
+// to take it and one store to give it back per call.
 #pragma once
 
 #include <atomic>
@@ -22,11 +23,12 @@ class ExclusiveUse {
   class Guard {
    public:
     Guard(ExclusiveUse& use, const char* operation, const Resource& resource) : use_(use) {
-      if (use.busy_.exchange(true, std::memory_order_acquire)) [[unlikely]]
-        use.refuse(operation, resource);
-      use.holder_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+      std::thread::id holder{};
+      if (!use.holder_.compare_exchange_strong(holder, std::this_thread::get_id(), std::memory_order_acquire,
+                                               std::memory_order_relaxed)) [[unlikely]]
+        refuse(holder, operation, resource);
     }
-    ~Guard() { use_.busy_.store(false, std::memory_order_release); }
+    ~Guard() { use_.holder_.store(std::thread::id{}, std::memory_order_release); }
     Guard(const Guard&) = delete;
     Guard& operator=(const Guard&) = delete;
 
@@ -35,9 +37,8 @@ class ExclusiveUse {
   };
 
  private:
-  [[noreturn]] void refuse(const char* operation, const Resource& resource) const;
-  std::atomic<bool> busy_{false};
-  std::atomic<std::thread::id> holder_{};
+  [[noreturn]] static void refuse(std::thread::id holder, const char* operation, const Resource& resource);
+  std::atomic<std::thread::id> holder_{};  // the thread in a call; none between calls
 };
 
 /// The stream a call on a Blas or BlasLt goes to, as a Resource for messages. Throws

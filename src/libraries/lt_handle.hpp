@@ -26,6 +26,10 @@ struct LtSlot {
   CUstream stream = nullptr;
   DeviceBuffer<std::byte> workspace;
   std::unordered_map<LtPlanKey, std::unique_ptr<LtPlan>, LtPlanKeyHash> plans;
+  // The plan of the last matmul, with its key: a matmul repeating the last one's shape
+  // finds its plan with one comparison, without hashing.
+  LtPlanKey last_key;
+  LtPlan* last_plan = nullptr;
   ExclusiveUse use;
   LtSlot* next = nullptr;  // the pool's idle list
 

@@ -79,6 +79,7 @@ LtPlan::LtPlan(const cublas::Api& api, cublasLtHandle_t handle, const LtPlanKey&
     set(CUBLASLT_MATMUL_DESC_TRANSB, std::int32_t{key.op_second});
     set(CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<std::uint32_t>(lt_epilogue(key.epilogue)));
     if (bias != nullptr) set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    bias_ = bias;
 
     // Column-major layouts of the stored matrices: cuBLAS's first operand is op_first of a
     // rows×cols matrix whose op is m×k, its second op_second of one whose op is k×n.

@@ -9,8 +9,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "cudakit/error.hpp"
+#include "libraries/blas_error.hpp"
 #include "libraries/blas_shapes.hpp"
 #include "libraries/cublas_api.hpp"
 
@@ -54,12 +56,25 @@ class LtPlan {
   cublasLtMatrixLayout_t c() const noexcept { return c_; }
   const cublasLtMatmulAlgo_t& algorithm() const noexcept { return algorithm_; }
 
+  /// Points the descriptor at `bias` for the next matmul. Only a new pointer costs a
+  /// library call (cublasLtMatmulDescSetAttribute): a matmul repeated on the same buffers
+  /// leaves the descriptor as the heuristic saw it. Throws BlasError naming `operation`.
+  template <class Describe>
+  void use_bias(const void* bias, const Resource& resource, Describe&& operation) {
+    if (bias == bias_) [[likely]]
+      return;
+    check_blas(api_.LtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+               cublas::Entry::LtMatmulDescSetAttribute, resource, std::forward<Describe>(operation));
+    bias_ = bias;
+  }
+
  private:
   void release() noexcept;
   const cublas::Api& api_;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, c_ = nullptr;
   cublasLtMatmulAlgo_t algorithm_{};
+  const void* bias_ = nullptr;  // the bias pointer the descriptor holds (null: none set)
 };
 
 }  // namespace cudakit::detail

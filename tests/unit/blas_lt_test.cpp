@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "allocation_counter.hpp"
 #include "blas_fixture.hpp"
 
 namespace cudakit {
@@ -69,6 +70,77 @@ TEST_F(BlasTest, TheAlgorithmIsChosenOncePerShapeAndType) {
   EXPECT_EQ(fake_blas().calls(Entry::LtMatmulAlgoGetHeuristic), 4);
   EXPECT_EQ(lt.cached_shapes(), 4u);
   EXPECT_EQ(fake_blas().live("preference"), 0u) << "the heuristic's preference is not kept";
+}
+
+TEST_F(BlasTest, ARepeatedMatmulWithAnEpilogueCallsOnlyTheMatmul) {
+  Stream s(dev());
+  BlasLt lt(s);
+  auto a = make(s, random<float>(4 * 3)), b = make(s, random<float>(3 * 5)), bias = make(s, random<float>(5));
+  auto c = poisoned<float>(s, 20);
+  const Gemm g{.m = 4, .n = 5, .k = 3};
+  lt.matmul(a, b, bias, c, g, Epilogue::gelu_bias);
+  fake_blas().clear_log();
+  for (int i = 0; i < 3; ++i) lt.matmul(a, b, bias, c, g, Epilogue::gelu_bias);
+  EXPECT_EQ(fake_blas().log(), std::vector<Entry>(3, Entry::LtMatmul))
+      << "no descriptor, layout or preference made, no heuristic asked, the bias not set again";
+  EXPECT_EQ(lt.cached_shapes(), 1u);
+}
+
+TEST_F(BlasTest, ANewBiasIsSetOnTheCachedDescriptorAndNothingElseIsMade) {
+  Stream s(dev());
+  BlasLt lt(s);
+  auto ha = random<float>(4 * 3), hb = random<float>(3 * 5), h1 = random<float>(5), h2 = random<float>(5);
+  auto a = make(s, ha), b = make(s, hb), bias1 = make(s, h1), bias2 = make(s, h2);
+  auto c = poisoned<float>(s, 20);
+  const Gemm g{.m = 4, .n = 5, .k = 3};
+  lt.matmul(a, b, bias1, c, g, Epilogue::bias);
+  fake_blas().clear_log();
+  lt.matmul(a, b, bias2, c, g, Epilogue::bias);
+  EXPECT_EQ(fake_blas().log(), (std::vector<Entry>{Entry::LtMatmulDescSetAttribute, Entry::LtMatmul}));
+  s.synchronize();
+  std::vector<double> want(20);
+  testing::host_gemm(g, ha, hb, want);
+  for (int i = 0; i < 20; ++i) want[i] += h2[i % 5];
+  expect_near(read(c), want, "the second bias");
+}
+
+TEST_F(BlasTest, AlternatingShapesArePlannedOnceEachAndComputeTheirOwnProducts) {
+  Stream s(dev());
+  BlasLt lt(s);
+  auto ha = random<float>(6 * 4), hb = random<float>(4 * 5);
+  auto a = make(s, ha), b = make(s, hb);
+  auto c = poisoned<float>(s, 30);
+  const Gemm wide{.m = 6, .n = 5, .k = 4}, narrow{.m = 3, .n = 5, .k = 4};  // narrow: A's first 3 rows
+  for (int round = 0; round < 3; ++round) {
+    lt.matmul(a, b, c, wide, Epilogue::relu);
+    s.synchronize();
+    std::vector<double> want(30);
+    testing::host_gemm(wide, ha, hb, want);
+    for (double& v : want) v = activation(v, Epilogue::relu);
+    expect_near(read(c), want, "the 6x5 product, round " + std::to_string(round));
+
+    auto small = poisoned<float>(s, 15);
+    lt.matmul(a.first(12), b, small, narrow, Epilogue::relu);
+    s.synchronize();
+    std::vector<double> want_small(15);
+    testing::host_gemm(narrow, std::vector<float>(ha.begin(), ha.begin() + 12), hb, want_small);
+    for (double& v : want_small) v = activation(v, Epilogue::relu);
+    expect_near(read(small), want_small, "the 3x5 product, round " + std::to_string(round));
+  }
+  EXPECT_EQ(fake_blas().calls(Entry::LtMatmulAlgoGetHeuristic), 2);
+  EXPECT_EQ(fake_blas().calls(Entry::LtMatrixLayoutCreate), 6) << "three layouts per shape, once";
+  EXPECT_EQ(fake_blas().calls(Entry::LtMatmul), 6);
+}
+
+TEST_F(BlasTest, ARepeatedMatmulAllocatesNothingOnTheHost) {
+  Stream s(dev());
+  BlasLt lt(s);
+  auto a = make(s, random<float>(16)), bias = make(s, random<float>(4));
+  auto c = poisoned<float>(s, 16);
+  lt.matmul(a, a, bias, c, {.m = 4, .n = 4, .k = 4}, Epilogue::relu_bias);
+  testing::CountAllocations counter;
+  for (int i = 0; i < 10; ++i) lt.matmul(a, a, bias, c, {.m = 4, .n = 4, .k = 4}, Epilogue::relu_bias);
+  EXPECT_EQ(counter.count(), 0);
 }
 
 TEST_F(BlasTest, ThePooledHandleKeepsItsPlansForItsNextUser) {

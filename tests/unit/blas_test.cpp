@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "allocation_counter.hpp"
 #include "blas_fixture.hpp"
 
 namespace cudakit {
@@ -278,6 +279,34 @@ TEST_F(BlasTest, ABlasMadeAgainOnItsStreamGetsItsHandleBackWithoutRebinding) {
   EXPECT_EQ(fake_blas().calls(Entry::Create), 1);
   EXPECT_EQ(fake_blas().calls(Entry::SetStream), 1);
   EXPECT_EQ(fake_blas().calls(Entry::SetWorkspace), 1) << "set with the binding, once";
+}
+
+TEST_F(BlasTest, GemmsOnABoundHandleCallOnlyTheGemm) {
+  Stream s(dev());
+  Blas blas(s);
+  auto a = make(s, random<float>(16)), b = make(s, random<float>(16));
+  auto c = poisoned<float>(s, 16);
+  fake_blas().clear_log();
+  blas.gemm(a, b, c, {.m = 4, .n = 4, .k = 4});
+  blas.gemm(a, b, c, {.m = 4, .n = 4, .k = 4});
+  blas.gemm(a.first(8), b, c.first(8), {.m = 2, .n = 4, .k = 4});  // another shape
+  blas.gemv(a, b.first(4), c.first(4), {.rows = 4, .cols = 4});
+  EXPECT_EQ(fake_blas().log(), std::vector<Entry>(4, Entry::GemmEx))
+      << "the stream and the workspace were set when the handle was bound, never per call";
+}
+
+TEST_F(BlasTest, ARepeatedGemmAllocatesNothingOnTheHost) {
+  Stream s(dev());
+  Blas blas(s);
+  auto a = make(s, random<__nv_bfloat16>(64)), b = make(s, random<__nv_bfloat16>(64));
+  auto c = poisoned<__nv_bfloat16>(s, 64);
+  blas.gemm(a, b, c, {.m = 8, .n = 8, .k = 8});
+  testing::CountAllocations counter;
+  for (int i = 0; i < 10; ++i) {
+    blas.gemm(a, b, c, {.m = 8, .n = 8, .k = 8, .beta = 0.5});
+    blas.gemm_strided_batched(a, b, c, {.m = 4, .n = 4, .k = 4}, {.count = 4});
+  }
+  EXPECT_EQ(counter.count(), 0);
 }
 
 TEST_F(BlasTest, TwoBlasOnOneStreamHaveTwoHandlesEachWithItsWorkspace) {

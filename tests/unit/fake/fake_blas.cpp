@@ -43,11 +43,22 @@ bool intercept(Entry e, cublasStatus_t* out) {
   return false;
 }
 
-#define CUDAKIT_FAKE_ENTRY(entry)                      \
-  do {                                                 \
-    cublasStatus_t injected = CUBLAS_STATUS_SUCCESS;   \
-    if (intercept(entry, &injected)) return injected;  \
-  } while (0)
+// Marks this thread as inside the fake for one entry's length: what the fake allocates
+// (its log, its ledger, the host GEMMs) is not counted as cudakit's (allocation_counter.hpp).
+struct InsideFake {
+  InsideFake() noexcept { ++inside_fake_driver; }
+  ~InsideFake() { --inside_fake_driver; }
+  InsideFake(const InsideFake&) = delete;
+  InsideFake& operator=(const InsideFake&) = delete;
+};
+
+// The start of every entry: marked as inside the fake, counted, logged, and failed when a
+// fault is scripted for it.
+#define CUDAKIT_FAKE_ENTRY(entry)                        \
+  InsideFake inside_fake;                                \
+  if (cublasStatus_t injected = CUBLAS_STATUS_SUCCESS;   \
+      intercept(entry, &injected))                       \
+  return injected
 
 void misuse(const std::string& what) {
   std::lock_guard l(B().mutex);

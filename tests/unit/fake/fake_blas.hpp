@@ -24,11 +24,17 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "libraries/cublas_api.hpp"
+
+namespace cudakit::cublas {
+/// Test failures print an entry by its C symbol ("cublasLtMatmul").
+inline void PrintTo(Entry e, std::ostream* out) { *out << name_of(e); }
+}  // namespace cudakit::cublas
 
 namespace cudakit::fake {
 
