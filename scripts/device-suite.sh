@@ -12,6 +12,7 @@
 #
 #   scripts/device-suite.sh [--bundle DIR] [--skip STAGE]... [--only STAGE]...
 #   stages: info tests examples sanitize-examples nccl doctor ptx-jit bench peers decoder sanitize
+#   (and blas, run only when named with --only: the cuBLAS bench group at 41 rounds)
 set -uo pipefail
 
 bundle=build/device-bundle
@@ -152,6 +153,16 @@ if want bench; then
   note "bench: exit $rc"
   # The judged figures; the reported ones (the idiom's phases, ...) are in bench.txt.
   grep -E '^(  |[a-z])' "$logs/bench.txt" | grep -E 'ratio|x raw|target' | grep -v 'reported$' | head -60 >>"$summary"
+fi
+
+# The cuBLAS group alone at 41 rounds, beside the raw library: only with --only blas (the
+# bench stage runs the same group in the whole bench).
+if [ -n "${only[blas]:-}" ]; then
+  timeout 300 "$bundle/cudakit" bench --filter blas --rounds 41 --json "$out/bench_blas.json" >"$logs/bench_blas.txt" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  note "blas: cudakit bench --filter blas --rounds 41: exit $rc"
+  grep -E '^(  |[a-z])' "$logs/bench_blas.txt" | grep -E 'ratio|x raw|target' | grep -v 'reported$' | head -30 >>"$summary"
 fi
 
 if want peers && [ -f bench/peers.py ]; then
