@@ -15,8 +15,8 @@
 //
 // Algorithms: the first matmul of a shape asks cublasLtMatmulAlgoGetHeuristic for the best
 // algorithm that fits the handle's workspace, and keeps it with the descriptors it built;
-// a later matmul of the same shape only sets the bias pointer and calls cublasLtMatmul. A
-// shape is everything the choice depends on: m, n, k, the leading dimensions, the
+// a later matmul of the same shape only calls cublasLtMatmul (and sets the bias pointer on
+// the descriptor when the bias is another buffer than the last one's). A shape is everything the choice depends on: m, n, k, the leading dimensions, the
 // transposes, the type, TF32, the epilogue and the alignment of each pointer. The cache
 // belongs to the handle, which keeps it when it goes back to the pool; it holds one entry
 // per shape met, without a bound.
