@@ -115,7 +115,7 @@ void submit_collective(const Communicator& comm, StreamRef stream, const Collect
     return;
   }
   s.check_call(r, name);
-  if (!capturing) s.watch(stream);
+  if (!capturing && s.needs_watch()) s.watch(stream);
 }
 
 }  // namespace detail

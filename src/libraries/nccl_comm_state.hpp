@@ -7,6 +7,14 @@
 // aborts a communicator in the middle of one: a call in progress has its own deadline.
 // Once `ended` is set, `end_error` is the error every later use throws, and `comm` is
 // null when the communicator was aborted.
+//
+// Note [Which collectives are watched]. A collective hangs when a peer never calls it, or
+// calls collectives in another order: the watchdog sees that as an event recorded after
+// the collective that does not complete in time, one event per stream, re-recorded after
+// every collective (one cuEventRecord each, about a quarter of a microsecond on an H200:
+// the "event record" benchmark). A communicator of one rank has no peer to wait for: its
+// collectives run as the rank's own kernels and copies and complete like them, so they are
+// not watched and cost only the NCCL call. Its asynchronous errors are still polled.
 #pragma once
 
 #include <nccl.h>
@@ -80,6 +88,8 @@ struct CommState {
   /// Keeps `error`, aborts the communicator (call_mutex held), parks a copy when `park`.
   void end(std::shared_ptr<const NcclError> error, bool park) noexcept;
 
+  /// Whether collectives are watched (Note [Which collectives are watched]).
+  bool needs_watch() const noexcept { return ranks > 1; }
   /// Records the stream's watch event after a collective (not inside a capture).
   void watch(StreamRef stream);
   /// Finalize, wait, destroy: what destroy() and the destructor do; throws.

@@ -34,7 +34,7 @@ void finish(std::vector<GroupCall>& calls) {
   }
   if (!created.empty()) finish_creation(created, "ncclCommSplit");
   for (auto& c : calls)
-    if (c.stream) c.state->watch(c.stream);
+    if (c.stream && c.state->needs_watch()) c.state->watch(c.stream);
 }
 
 }  // namespace

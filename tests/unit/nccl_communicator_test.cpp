@@ -139,24 +139,51 @@ TEST_F(NcclCommunicatorTest, AnAsynchronousErrorEndsTheCommunicatorThroughTheWat
   EXPECT_HAS(parked[0].message, "ncclRemoteError");
 }
 
-TEST_F(NcclCommunicatorTest, ACollectiveThatNeverCompletesIsAbortedAfterTheDeadline) {
+TEST_F(TwoGpuNcclTest, ACollectiveThatNeverCompletesIsAbortedAfterTheDeadline) {
   expect_parked_errors();
-  nccl::Communicator comm = one_rank(quick());
-  Stream s(Device::get(0));
-  DeviceBuffer<float> x(s, 8, zeroed);
+  auto comms = nccl::Communicator::create_all(Device::all(), quick());
+  Stream s0(Device::get(0)), s1(Device::get(1));
+  DeviceBuffer<float> x0(s0, 8, zeroed), x1(s1, 8, zeroed);
   nccl().stall_collectives = true;  // a peer that never calls it
   auto start = Clock::now();
-  nccl::all_reduce_in_place(comm, s, x);
-  EXPECT_FALSE(s.query()) << "the fake stalled the stream";
-  ASSERT_TRUE(eventually([&] { return nccl().aborts() == 1; })) << "the watchdog never aborted it";
+  nccl::group([&] {
+    nccl::all_reduce_in_place(comms[0], s0, x0);
+    nccl::all_reduce_in_place(comms[1], s1, x1);
+  });
+  EXPECT_FALSE(s0.query()) << "the fake stalled the stream";
+  ASSERT_TRUE(eventually([&] { return nccl().aborts() >= 1; })) << "the watchdog never aborted it";
   EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(150));
-  EXPECT_TRUE(s.query()) << "the abort ended the collective: the stream moves on";
-  auto m = message_of<nccl::NcclTimeout>([&] { comm.check(); });
+  auto m = message_of<nccl::NcclTimeout>([&] { comms[0].check(); });
   EXPECT_HAS(m, "did not complete within 150 ms (Options::timeout)");
-  EXPECT_HAS(m, "rank 0 of 1 (device 0)");
+  EXPECT_HAS(m, "of 2 (device ");
+  ASSERT_TRUE(eventually([&] { return nccl().aborts() == 2; })) << "each rank's watch aborts its communicator";
+  EXPECT_TRUE(s0.query() && s1.query()) << "the aborts ended the collectives: the streams move on";
   auto parked = drain_parked_errors();
-  ASSERT_EQ(parked.size(), 1u);
+  ASSERT_EQ(parked.size(), 2u);
   EXPECT_EQ(parked[0].origin, "NCCL watchdog");
+}
+
+TEST_F(TwoGpuNcclTest, EachCollectiveOfSeveralRanksRecordsOneWatchEventOnItsStream) {
+  auto comms = nccl::Communicator::create_all(Device::all());
+  Stream s0(Device::get(0)), s1(Device::get(1));
+  DeviceBuffer<float> x0(s0, 8, zeroed), x1(s1, 8, zeroed);
+  const auto before = fake().calls(driver::EntryId::EventRecord);
+  for (int i = 0; i < 3; ++i)
+    nccl::group([&] {
+      nccl::all_reduce_in_place(comms[0], s0, x0);
+      nccl::all_reduce_in_place(comms[1], s1, x1);
+    });
+  EXPECT_EQ(fake().calls(driver::EntryId::EventRecord) - before, 6);
+}
+
+TEST_F(NcclCommunicatorTest, ACollectiveOfOneRankIsNotWatchedItHasNoPeerToWaitFor) {
+  nccl::Communicator comm = one_rank();
+  Stream s(Device::get(0));
+  DeviceBuffer<float> x(s, 8, zeroed);
+  const auto before = fake().calls(driver::EntryId::EventRecord);
+  for (int i = 0; i < 3; ++i) nccl::all_reduce_in_place(comm, s, x);
+  EXPECT_EQ(fake().calls(driver::EntryId::EventRecord), before) << "no watch event on a one-rank communicator";
+  EXPECT_NO_THROW(comm.synchronize(s));
 }
 
 TEST_F(NcclCommunicatorTest, SynchronizeEndsAtTheDeadlineWithATimeout) {
