@@ -88,9 +88,19 @@ if want sanitize-examples && command -v compute-sanitizer >/dev/null; then
     timeout 600 compute-sanitizer --error-exitcode 1 "$ex" >"$log" 2>&1
     rc=$?
     errors=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$')
-    { [ $rc -ne 0 ] || [ "${errors:-x}" != 0 ]; } && status=1
-    note "compute-sanitizer (default settings) example $name: exit $rc, ${errors:-no summary} errors"
-    grep -m3 -E '^========= (Program hit|Invalid|Error|  Saved host backtrace)' "$log" | sed 's/^/  /' | tee -a "$summary"
+    # NCCL's own calls are NCCL's: at initialisation it asks cudaFuncGetAttributes about
+    # each of its kernels, and those built for other architectures answer "no kernel
+    # image" (4 findings on an H200, every frame below the driver in libnccl.so). They are
+    # reported apart; every other finding fails the stage.
+    sorted=$(python3 scripts/sanitizer-findings.py "$log" --library-own libnccl.so)
+    counted_ok=$?
+    if [ "${errors:-x}" = 0 ]; then
+      [ $rc -ne 0 ] && status=1
+    elif [ $counted_ok -ne 0 ]; then
+      status=1
+    fi
+    note "compute-sanitizer (default settings) example $name: exit $rc, ${errors:-no summary} errors; $(echo "$sorted" | head -1)"
+    echo "$sorted" | tail -n +2 | tee -a "$summary"
   done
 fi
 
