@@ -102,6 +102,13 @@ struct Gemv {
   bool tf32 = false;     // float only
 };
 
+/// Out is what a GEMM on inputs of element type T may write: T itself, or float for
+/// __half and __nv_bfloat16 inputs (the fp32 accumulation stored unrounded, as logits
+/// often are).
+template <class Out, class T>
+concept gemm_output_for =
+    std::same_as<Out, T> || (std::same_as<Out, float> && (std::same_as<T, __half> || std::same_as<T, __nv_bfloat16>));
+
 namespace detail {
 struct BlasSlot;
 }
@@ -140,26 +147,27 @@ class Blas {
   /// thread at a time.
   cublasHandle_t native_handle() const noexcept;
 
-  /// C = alpha · op(A) · op(B) + beta · C, row-major (cublasGemmEx). A, B and C are
-  /// buffers or views of one element type; C must be writable.
+  /// C = alpha · op(A) · op(B) + beta · C, row-major (cublasGemmEx). A and B are buffers
+  /// or views of one element type, C of the same type or, for __half and __nv_bfloat16
+  /// inputs, of float; C must be writable.
   template <class A, class B, class C>
     requires device_range<const A&> && device_range<const B&> && writable_device_range<C> &&
-             blas_element<device_value_t<C>> && std::same_as<device_value_t<const A&>, device_value_t<C>> &&
-             std::same_as<device_value_t<const B&>, device_value_t<C>>
+             blas_element<device_value_t<const A&>> && std::same_as<device_value_t<const B&>, device_value_t<const A&>> &&
+             gemm_output_for<device_value_t<C>, device_value_t<const A&>>
   void gemm(const A& a, const B& b, C&& c, const Gemm& shape) {
-    gemm_views<device_value_t<C>>(detail::as_device_span(a), detail::as_device_span(b),
-                                  detail::as_device_span(std::forward<C>(c)), shape, nullptr);
+    gemm_views<device_value_t<const A&>, device_value_t<C>>(detail::as_device_span(a), detail::as_device_span(b),
+                                                           detail::as_device_span(std::forward<C>(c)), shape, nullptr);
   }
 
   /// `batch.count` GEMMs of one shape at strides through A, B and C
-  /// (cublasGemmStridedBatchedEx).
+  /// (cublasGemmStridedBatchedEx); the element types as for gemm.
   template <class A, class B, class C>
     requires device_range<const A&> && device_range<const B&> && writable_device_range<C> &&
-             blas_element<device_value_t<C>> && std::same_as<device_value_t<const A&>, device_value_t<C>> &&
-             std::same_as<device_value_t<const B&>, device_value_t<C>>
+             blas_element<device_value_t<const A&>> && std::same_as<device_value_t<const B&>, device_value_t<const A&>> &&
+             gemm_output_for<device_value_t<C>, device_value_t<const A&>>
   void gemm_strided_batched(const A& a, const B& b, C&& c, const Gemm& shape, const StridedBatch& batch) {
-    gemm_views<device_value_t<C>>(detail::as_device_span(a), detail::as_device_span(b),
-                                  detail::as_device_span(std::forward<C>(c)), shape, &batch);
+    gemm_views<device_value_t<const A&>, device_value_t<C>>(detail::as_device_span(a), detail::as_device_span(b),
+                                                           detail::as_device_span(std::forward<C>(c)), shape, &batch);
   }
 
   /// y = alpha · op(A) · x + beta · y, row-major (a GEMM with one column, cublasGemmEx,
@@ -177,8 +185,8 @@ class Blas {
   void reset() noexcept;
 
  private:
-  template <blas_element T>
-  void gemm_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<T> c, const Gemm& shape,
+  template <blas_element T, gemm_output_for<T> Out>
+  void gemm_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<Out> c, const Gemm& shape,
                   const StridedBatch* batch);
   template <blas_element T>
   void gemv_views(DeviceSpan<const T> a, DeviceSpan<const T> x, DeviceSpan<T> y, const Gemv& shape);

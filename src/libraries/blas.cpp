@@ -2,6 +2,9 @@
 // stream.
 #include "cudakit/blas.hpp"
 
+#include <string>
+#include <type_traits>
+
 #include "cudakit/declared_work.hpp"
 #include "cudakit/detail/capture_guard.hpp"
 #include "libraries/blas_error.hpp"
@@ -29,15 +32,22 @@ struct Scalars {
 // One cuBLAS GEMM call in column-major form: cuBLAS's first operand is `first` (our B, or
 // A for a GEMV), its second `second`.
 cublasStatus_t call_gemm(const BlasSlot& slot, const ColumnMajorGemm& g, const Scalars& s, const void* first,
-                         const void* second, void* c, cudaDataType type, cublasComputeType_t compute,
-                         bool batched) {
+                         const void* second, void* c, cudaDataType type, cudaDataType c_type,
+                         cublasComputeType_t compute, bool batched) {
   const cublas::Api& api = *slot.api;
   if (batched)
     return api.GemmStridedBatchedEx(slot.handle, g.op_first, g.op_second, g.m, g.n, g.k, s.alpha(), first, type,
                                     g.ld_first, g.stride_first, second, type, g.ld_second, g.stride_second, s.beta(),
-                                    c, type, g.ldc, g.stride_c, g.count, compute, CUBLAS_GEMM_DEFAULT);
+                                    c, c_type, g.ldc, g.stride_c, g.count, compute, CUBLAS_GEMM_DEFAULT);
   return api.GemmEx(slot.handle, g.op_first, g.op_second, g.m, g.n, g.k, s.alpha(), first, type, g.ld_first, second,
-                    type, g.ld_second, s.beta(), c, type, g.ldc, compute, CUBLAS_GEMM_DEFAULT);
+                    type, g.ld_second, s.beta(), c, c_type, g.ldc, compute, CUBLAS_GEMM_DEFAULT);
+}
+
+/// "float", or "__nv_bfloat16 to float" for a GEMM that writes another type than it reads.
+template <class T, class Out>
+std::string gemm_type_words() {
+  if constexpr (std::is_same_v<T, Out>) return BlasType<T>::name;
+  else return std::string(BlasType<T>::name) + " to " + BlasType<Out>::name;
 }
 
 }  // namespace
@@ -54,8 +64,8 @@ std::size_t Blas::workspace_bytes() const noexcept { return slot_ != nullptr ? s
 
 cublasHandle_t Blas::native_handle() const noexcept { return slot_ != nullptr ? slot_->handle : nullptr; }
 
-template <blas_element T>
-void Blas::gemm_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<T> c, const Gemm& shape,
+template <blas_element T, gemm_output_for<T> Out>
+void Blas::gemm_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<Out> c, const Gemm& shape,
                       const StridedBatch* batch) {
   const char* operation = batch != nullptr ? "Blas::gemm_strided_batched" : "Blas::gemm";
   const Resource res = detail::call_resource(slot_, stream_, "Blas (moved-from or default-constructed)");
@@ -73,9 +83,11 @@ void Blas::gemm_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<T
     // cuBLAS may set the handle up on its first call (loading kernels, per-handle state):
     // inside a capture, relaxed mode keeps that out of the graph; the GEMM is captured as always.
     detail::CaptureTolerantScope tolerant(device);
-    cublasStatus_t status = detail::call_gemm(slot, g, scalars, b.data(), a.data(), c.data(), type, compute, batch);
+    cublasStatus_t status = detail::call_gemm(slot, g, scalars, b.data(), a.data(), c.data(), type,
+                                              detail::BlasType<Out>::data, compute, batch);
     detail::check_blas(status, batch ? cublas::Entry::GemmStridedBatchedEx : cublas::Entry::GemmEx, res, [&] {
-      return detail::describe_gemm(batch ? "strided-batched gemm" : "gemm", detail::BlasType<T>::name, shape, batch);
+      return detail::describe_gemm(batch ? "strided-batched gemm" : "gemm", detail::gemm_type_words<T, Out>().c_str(),
+                                   shape, batch);
     });
   });
 }
@@ -96,20 +108,25 @@ void Blas::gemv_views(DeviceSpan<const T> a, DeviceSpan<const T> x, DeviceSpan<T
   detail::BlasSlot& slot = *slot_;
   enqueue(stream_, reads(a, x), writes(y, slot.workspace), [&](CUstream) {
     detail::CaptureTolerantScope tolerant(device);  // as in gemm_views
-    cublasStatus_t status = detail::call_gemm(slot, g, scalars, a.data(), x.data(), y.data(), type, compute, false);
+    cublasStatus_t status = detail::call_gemm(slot, g, scalars, a.data(), x.data(), y.data(), type, type, compute, false);
     detail::check_blas(status, cublas::Entry::GemmEx, res,
                        [&] { return detail::describe_gemv(detail::BlasType<T>::name, shape); });
   });
 }
 
 #define CUDAKIT_BLAS_INSTANTIATE(T)                                                                                  \
-  template void Blas::gemm_views<T>(DeviceSpan<const T>, DeviceSpan<const T>, DeviceSpan<T>, const Gemm&,           \
-                                    const StridedBatch*);                                                           \
+  template void Blas::gemm_views<T, T>(DeviceSpan<const T>, DeviceSpan<const T>, DeviceSpan<T>, const Gemm&,        \
+                                       const StridedBatch*);                                                        \
   template void Blas::gemv_views<T>(DeviceSpan<const T>, DeviceSpan<const T>, DeviceSpan<T>, const Gemv&);
 CUDAKIT_BLAS_INSTANTIATE(float)
 CUDAKIT_BLAS_INSTANTIATE(double)
 CUDAKIT_BLAS_INSTANTIATE(__half)
 CUDAKIT_BLAS_INSTANTIATE(__nv_bfloat16)
+template void Blas::gemm_views<__half, float>(DeviceSpan<const __half>, DeviceSpan<const __half>, DeviceSpan<float>,
+                                              const Gemm&, const StridedBatch*);
+template void Blas::gemm_views<__nv_bfloat16, float>(DeviceSpan<const __nv_bfloat16>,
+                                                     DeviceSpan<const __nv_bfloat16>, DeviceSpan<float>, const Gemm&,
+                                                     const StridedBatch*);
 #undef CUDAKIT_BLAS_INSTANTIATE
 
 }  // namespace cudakit

@@ -192,6 +192,30 @@ TEST_F(BlasTest, DoubleAccumulatesInDoubleAndHalfTypesInFloat) {
   EXPECT_EQ(calls[1].type, CUDA_R_16F);
 }
 
+template <class T>
+class BlasWideningTest : public BlasTest {};
+using HalfTypes = ::testing::Types<__half, __nv_bfloat16>;
+TYPED_TEST_SUITE(BlasWideningTest, HalfTypes);
+
+TYPED_TEST(BlasWideningTest, HalfInputsWriteAFloatResultUnrounded) {
+  using T = TypeParam;
+  Stream s(Device::get(0));
+  Blas blas(s);
+  const Gemm g{.m = 6, .n = 11, .k = 5, .transpose_b = true};
+  auto ha = this->template random<T>(6 * 5), hb = this->template random<T>(11 * 5);
+  auto a = this->make(s, ha), b = this->make(s, hb);
+  auto c = this->template poisoned<float>(s, 6 * 11);
+  blas.gemm(a, b, c, g);
+  s.synchronize();
+  std::vector<double> want(6 * 11);
+  testing::host_gemm(g, ha, hb, want);
+  this->expect_near(this->read(c), want, "float C from half inputs");
+  auto calls = this->fake_blas().gemms();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].compute, CUBLAS_COMPUTE_32F);
+  EXPECT_EQ(calls[0].type, (std::is_same_v<T, __half> ? CUDA_R_16F : CUDA_R_16BF));
+}
+
 TEST_F(BlasTest, AnEmptyProductCallsNothing) {
   Stream s(dev());
   Blas blas(s);

@@ -194,6 +194,7 @@ struct HostGemm {
   cudaDataType type;
   std::uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void* bias = nullptr;
+  cudaDataType c_type = type;  // C's type: A's, or float for half and bf16 inputs
 
   // Elements a stored column-major rows×cols matrix spans.
   static std::size_t span(int rows, int cols, int ld) {
@@ -213,12 +214,12 @@ struct HostGemm {
           sum += x * y;
         }
         const std::size_t at = i + std::size_t(j) * ldc;
-        double v = alpha * sum + (beta != 0 ? beta * load(c, at, type) : 0.0);  // beta 0: C is not read
+        double v = alpha * sum + (beta != 0 ? beta * load(c, at, c_type) : 0.0);  // beta 0: C is not read
         if (epilogue & CUBLASLT_EPILOGUE_BIAS) v += load(bias, static_cast<std::size_t>(i), type);
         if ((epilogue & CUBLASLT_EPILOGUE_RELU) && v < 0) v = 0;
         if (epilogue & CUBLASLT_EPILOGUE_GELU)
           v = 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-        store(c, at, type, v);
+        store(c, at, c_type, v);
       }
     }
   }
@@ -278,7 +279,10 @@ void note_accesses(CUstream on, const HostGemm& g, const char* what, long long s
   d.access(on, reinterpret_cast<std::uintptr_t>(g.a), extent(g.a_elements(), stride_a), false, w + " A");
   d.access(on, reinterpret_cast<std::uintptr_t>(g.b), extent(g.b_elements(), stride_b), false, w + " B");
   if (g.bias != nullptr) d.access(on, reinterpret_cast<std::uintptr_t>(g.bias), g.m * es, false, w + " bias");
-  d.access(on, reinterpret_cast<std::uintptr_t>(g.c), extent(g.c_elements(), stride_c), true, w + " C");
+  const std::size_t c_es = element_bytes(g.c_type);
+  d.access(on, reinterpret_cast<std::uintptr_t>(g.c),
+           g.c_elements() == 0 ? 0 : (static_cast<std::size_t>(batch - 1) * static_cast<std::size_t>(stride_c) + g.c_elements()) * c_es,
+           true, w + " C");
   if (workspace != nullptr)
     d.access(on, reinterpret_cast<std::uintptr_t>(workspace), workspace_bytes, true, w + " workspace");
 }
@@ -296,7 +300,8 @@ cublasStatus_t validate(const HostGemm& g, const char* call, long long stride_a,
     return one == 0 ? 0 : (static_cast<std::size_t>(std::max(batch, 1) - 1) * static_cast<std::size_t>(stride) + one) * es;
   };
   if (!in_memory(g.a, bytes(g.a_elements(), stride_a)) || !in_memory(g.b, bytes(g.b_elements(), stride_b)) ||
-      !in_memory(g.c, bytes(g.c_elements(), stride_c)) || (g.bias != nullptr && !in_memory(g.bias, g.m * es))) {
+      !in_memory(g.c, bytes(g.c_elements(), stride_c) / es * element_bytes(g.c_type)) ||
+      (g.bias != nullptr && !in_memory(g.bias, g.m * es))) {
     misuse(std::string(call) + ": an operand lies outside device memory (the real one would fault)");
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }
@@ -367,10 +372,14 @@ cublasStatus_t gemm(Entry entry, cublasHandle_t handle, cublasOperation_t transa
   if (!live("handle", h)) return CUBLAS_STATUS_NOT_INITIALIZED;
   InCall guard(h, call);
   check_device(h->device, call);
-  if (ta != tb || ta != tc) return CUBLAS_STATUS_NOT_SUPPORTED;  // cudakit passes one type
+  // cuBLAS's combinations cudakit uses: one type throughout, or half and bf16 inputs with a
+  // float output.
+  const bool widened = tc == CUDA_R_32F && (ta == CUDA_R_16F || ta == CUDA_R_16BF);
+  if (ta != tb || (ta != tc && !widened)) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (!compute_fits(compute, ta)) return CUBLAS_STATUS_NOT_SUPPORTED;
   const bool wide = compute == CUBLAS_COMPUTE_64F;
   HostGemm g{transa, transb, m, n, k, scalar(alpha, wide), scalar(beta, wide), a, lda, b, ldb, c, ldc, ta};
+  g.c_type = tc;
   if (cublasStatus_t s = validate(g, call, stride_a, stride_b, stride_c, batch); s != CUBLAS_STATUS_SUCCESS) return s;
   {
     std::lock_guard l(B().mutex);
@@ -389,7 +398,7 @@ cublasStatus_t gemm(Entry entry, cublasHandle_t handle, cublasOperation_t transa
       HostGemm one = g;
       one.a = static_cast<const char*>(g.a) + i * stride_a * es;
       one.b = static_cast<const char*>(g.b) + i * stride_b * es;
-      one.c = static_cast<char*>(g.c) + i * stride_c * es;
+      one.c = static_cast<char*>(g.c) + i * stride_c * element_bytes(g.c_type);
       one.compute();
     }
   });
