@@ -7,8 +7,8 @@ timed the same way, and checked against cudakit's hidden states and tokens.
       [--rounds 3] [--streams 4]
 
 The function (examples/decoder/model.hpp): pre-LayerNorm GPT blocks, learned positions,
-GELU (tanh), untied LM head, greedy argmax; bf16 weights and activations, fp32
-accumulation (cuBLAS's reduced-precision bf16 reductions are turned off, so every GEMM
+GELU (tanh), untied LM head with fp32 logits, greedy argmax; bf16 weights and
+activations, fp32 accumulation (cuBLAS's reduced-precision bf16 reductions are turned off, so every GEMM
 accumulates in fp32 as the workload asks). The prompt of every sequence goes through
 the model at once with causal attention (F.scaled_dot_product_attention, is_causal);
 then one token per step.
@@ -85,6 +85,7 @@ class Model:
         for name, t in self.w.items():
             if t.dtype != torch.bfloat16:
                 raise ValueError(f"weights: {name} is {t.dtype}, not bfloat16")
+        self.head_out_dtype = self._probe_out_dtype()
         self.layer = [{k: self.w[f"layers.{l}.{k}"] for k in (
             "ln1.weight", "ln1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.out.weight", "attn.out.bias",
             "ln2.weight", "ln2.bias", "ffn.up.weight", "ffn.up.bias", "ffn.down.weight", "ffn.down.bias")}
@@ -105,10 +106,28 @@ class Model:
         return x + F.linear(F.gelu(F.linear(h, p["ffn.up.weight"], p["ffn.up.bias"]), approximate="tanh"),
                             p["ffn.down.weight"], p["ffn.down.bias"])
 
+    def _probe_out_dtype(self):
+        """Whether torch.mm takes out_dtype (bf16 inputs, an fp32 result) in this PyTorch."""
+        torch = self.torch
+        a = torch.ones((2, 8), dtype=torch.bfloat16, device="cuda:0")
+        try:
+            return torch.mm(a, a.t(), out_dtype=torch.float32).dtype == torch.float32
+        except (TypeError, RuntimeError):
+            return False
+
     def _head(self, x):
+        """fp32 logits, as cudakit's LM head: bf16 inputs, fp32 accumulation, the sum stored
+        unrounded (torch.mm's out_dtype; else an fp32 GEMM of the same bf16 values, whose
+        products are exact in fp32). bf16 logits would tie the largest two about once in a
+        hundred positions."""
         hidden = self._norm(x, "final_norm")
-        logits = self.F.linear(hidden, self.w["lm_head.weight"])
-        return logits, hidden
+        w = self.w["lm_head.weight"]
+        flat = hidden.reshape(-1, self.d_model)
+        if self.head_out_dtype:
+            logits = self.torch.mm(flat, w.t(), out_dtype=self.torch.float32)
+        else:
+            logits = self.torch.mm(flat.float(), w.t().float())
+        return logits.reshape(*hidden.shape[:-1], self.vocab), hidden
 
     def prefill(self, cache, tokens):
         """tokens [B, T] (int64): fills positions 0..T-1; the last position's logits and hidden state."""

@@ -48,6 +48,7 @@ Session::Session(const Model& model, cudakit::StreamRef stream, SessionLimits li
       stream_(stream),
       limits_(limits),
       lt_(stream),
+      blas_(stream),
       position_(stream, 0),
       host_tokens_(static_cast<std::size_t>(limits.max_batch), cudakit::uninitialized),
       cache_({.capacity = 8}) {
@@ -67,7 +68,7 @@ Session::Session(const Model& model, cudakit::StreamRef stream, SessionLimits li
   attention_ = buffer(rows, c.d_model);
   ffn_ = buffer(rows, c.ffn);
   hidden_ = buffer(limits.max_batch, c.d_model);
-  logits_ = buffer(limits.max_batch, c.vocab);
+  logits_ = cudakit::DeviceBuffer<float>(stream, elements(limits.max_batch, c.vocab), cudakit::uninitialized);
   const int cache_rows = c.layers * limits.max_batch * c.heads * c.max_positions;
   key_cache_ = buffer(cache_rows, c.head_dim);
   value_cache_ = buffer(cache_rows, c.head_dim);
@@ -185,9 +186,12 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   cudakit::launch(stream, k.layer_norm, {batch, norm_threads}, last_rows, static_cast<int>(stride),
                   model_.final_norm_weight(), model_.final_norm_bias(), hidden);
   auto logits = logits_.first(b * static_cast<std::size_t>(c.vocab));
-  lt_.matmul(cudakit::DeviceSpan<const bf16>(hidden), model_.lm_head(), logits,
+  // fp32 logits (bf16 inputs, fp32 accumulation stored unrounded): bf16 logits would tie
+  // the largest two on about one position in a hundred, and the greedy choice would then
+  // hang on the last bit of the hidden state.
+  blas_.gemm(cudakit::DeviceSpan<const bf16>(hidden), model_.lm_head(), logits,
              {.m = batch, .n = c.vocab, .k = dm, .transpose_b = true});
-  cudakit::launch(stream, k.argmax_tokens, {batch, Kernels::argmax_threads}, cudakit::DeviceSpan<const bf16>(logits),
+  cudakit::launch(stream, k.argmax_tokens, {batch, Kernels::argmax_threads}, cudakit::DeviceSpan<const float>(logits),
                   c.vocab, tokens_.first(b), position_.span(), length);
 }
 

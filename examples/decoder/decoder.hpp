@@ -19,7 +19,7 @@
 //              layer_norm                  h = ln2(x)
 //              Lt matmul, GELU+bias        f = gelu(h·W1ᵀ + b1)
 //              Lt matmul, bias, beta = 1   x = x + f·W2ᵀ + b2                 (residual fused)
-//   layer_norm, Lt matmul                  logits = lnf(x)·Wlmᵀ
+//   layer_norm, gemm (fp32 out)            logits = lnf(x)·Wlmᵀ
 //   argmax_tokens                          tokens = argmax(logits); position += 1
 // 59 kernels, none of which takes a per-step value as an argument: the tokens and the
 // position live in device memory (the position a DeviceValue the step advances itself),
@@ -32,6 +32,7 @@
 #include <span>
 #include <vector>
 
+#include "cudakit/blas.hpp"
 #include "cudakit/blas_lt.hpp"
 #include "cudakit/cudakit.hpp"
 #include "cudakit/device_value.hpp"
@@ -132,10 +133,12 @@ class Session {
   cudakit::StreamRef stream_;
   SessionLimits limits_;
   cudakit::BlasLt lt_;
+  cudakit::Blas blas_;  // the LM head: bf16 in, fp32 logits out
   cudakit::DeviceBuffer<int> prompt_tokens_;  // [max_batch · max_prompt]
   cudakit::DeviceBuffer<int> tokens_;         // [max_batch]: this step's input, then its output
   cudakit::DeviceValue<int> position_;
-  cudakit::DeviceBuffer<bf16> x_, normed_, qkv_, attention_, ffn_, hidden_, logits_;
+  cudakit::DeviceBuffer<bf16> x_, normed_, qkv_, attention_, ffn_, hidden_;
+  cudakit::DeviceBuffer<float> logits_;
   cudakit::DeviceBuffer<bf16> key_cache_, value_cache_;  // [layers][max_batch][heads][max_positions][64]
   cudakit::PinnedBuffer<int> host_tokens_;
   cudakit::GraphCache<int> cache_;

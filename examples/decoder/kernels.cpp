@@ -302,18 +302,18 @@ prefill_attention(const bf16* qkv, bf16* key_cache, bf16* value_cache, bf16* out
 // a step moves to the next position by itself.
 #define ARGMAX_THREADS 256
 extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
-argmax_tokens(const bf16* logits, int vocab, int* next_tokens, int* position, int advance) {
+argmax_tokens(const float* logits, int vocab, int* next_tokens, int* position, int advance) {
   __shared__ float best_values[ARGMAX_THREADS / WARP];
   __shared__ int best_indices[ARGMAX_THREADS / WARP];
   const int row = blockIdx.x, tid = threadIdx.x;
-  const uint4* values = reinterpret_cast<const uint4*>(logits + (long long)row * vocab);
+  const float4* values = reinterpret_cast<const float4*>(logits + (long long)row * vocab);
   float best = NEGATIVE_INFINITY;
   int index = 0x7fffffff;
-  for (int c = tid; c < vocab / 8; c += ARGMAX_THREADS) {
-    float f[8];
-    unpack8(values[c], f);
-    for (int i = 0; i < 8; ++i)
-      if (f[i] > best) best = f[i], index = c * 8 + i;  // c rises: the first of equal values stays
+  for (int c = tid; c < vocab / 4; c += ARGMAX_THREADS) {
+    const float4 v = values[c];
+    const float f[4] = {v.x, v.y, v.z, v.w};
+    for (int i = 0; i < 4; ++i)
+      if (f[i] > best) best = f[i], index = c * 4 + i;  // c rises: the first of equal values stays
   }
   for (int o = WARP / 2; o > 0; o >>= 1) {
     const float other = __shfl_xor_sync(0xffffffffu, best, o);

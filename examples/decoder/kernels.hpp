@@ -25,7 +25,7 @@ struct Kernels {
   /// (qkv, key_cache, value_cache, out, prompt_length, max_positions); grid (heads, batch).
   using PrefillAttention = void(const bf16*, bf16*, bf16*, bf16*, int, int);
   /// (logits, vocab, next_tokens, position, advance); one block of 256 threads per row.
-  using ArgmaxTokens = void(const bf16*, int, int*, int*, int);
+  using ArgmaxTokens = void(const float*, int, int*, int*, int);
 
   static constexpr unsigned attention_threads = 256;
   static constexpr unsigned argmax_threads = 256;

@@ -11,7 +11,7 @@
 // the LM head has no bias. qkv's output is [q | k | v], each head-major (head h at columns
 // h·64 to h·64 + 63); attention scales scores by 1/√64. Layer norms use ε = 1e-5.
 // Precision: bf16 weights and activations, fp32 accumulation in every GEMM, fp32 means,
-// variances and softmax.
+// variances and softmax, fp32 logits (the LM head's sums stored unrounded).
 //
 // Weights are random with a fixed seed (random_weights): uniform noise of the stated
 // standard deviation, never zero (biases too), so that a missing bias or a swapped tensor
