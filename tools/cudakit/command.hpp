@@ -48,8 +48,8 @@ struct Invocation {
   bool json = false;    // a failure is also printed as a JSON object on stdout
 };
 
-/// What a doctor check found: `failure` is empty when it passed; `detail` says what it
-/// saw ("native sm_90"), printed after the check either way. A string converts to a
+/// What a doctor check found: `failure` is empty when it passed or was skipped; `detail`
+/// says what it saw ("native sm_90") or why it could not run. A string converts to a
 /// failure, so `return {};` passes and `return "why";` fails.
 struct CheckOutcome {
   CheckOutcome() = default;
@@ -60,8 +60,16 @@ struct CheckOutcome {
     o.detail = std::move(detail);
     return o;
   }
+  /// The check cannot run on this machine (an optional library is missing): neither a
+  /// pass nor a failure.
+  static CheckOutcome skipped_because(std::string why) {
+    CheckOutcome o = passed(std::move(why));
+    o.skipped = true;
+    return o;
+  }
   std::string failure;
   std::string detail;
+  bool skipped = false;
 };
 
 /// One self-test. `needs_gpu` checks run once per device; the others run once, before

@@ -50,17 +50,23 @@ class DoctorReport {
     text("\n[" + std::to_string(d.ordinal()) + "] " + d.name() + " (" + d.compute_capability().arch() + ")\n");
   }
 
+  // A check's line and JSON entry: "status" is "passed", "failed" or "skipped"; "passed"
+  // is false for a skipped check too, which does not count as failed either.
   void check(const std::string& name, const CheckOutcome& outcome, double ms) {
-    const bool passed = outcome.failure.empty();
-    failed_ += passed ? 0 : 1;
-    nlohmann::ordered_json entry = {{"name", name}, {"passed", passed}, {"ms", ms}};
-    if (!passed) entry["failure"] = outcome.failure;
-    if (!outcome.detail.empty()) entry["detail"] = outcome.detail;
+    const bool failed = !outcome.failure.empty();
+    const bool passed = !failed && !outcome.skipped;
+    failed_ += failed ? 1 : 0;
+    skipped_ += outcome.skipped ? 1 : 0;
+    const char* status = failed ? "failed" : outcome.skipped ? "skipped" : "passed";
+    nlohmann::ordered_json entry = {{"name", name}, {"status", status}, {"passed", passed}, {"ms", ms}};
+    if (failed) entry["failure"] = outcome.failure;
+    if (!outcome.detail.empty()) entry[outcome.skipped ? "reason" : "detail"] = outcome.detail;
     current_checks().push_back(entry);
     char line[64];
     std::snprintf(line, sizeof line, "  %-28s %7.1f ms", name.c_str(), ms);
-    std::string said = passed ? outcome.detail : outcome.failure + (outcome.detail.empty() ? "" : " (" + outcome.detail + ")");
-    text("  " + (passed ? colored("pass", "32") : colored("FAIL", "31")) + line + (said.empty() ? "" : "  " + said) + "\n");
+    std::string said = failed ? outcome.failure + (outcome.detail.empty() ? "" : " (" + outcome.detail + ")") : outcome.detail;
+    const std::string word = failed ? colored("FAIL", "31") : outcome.skipped ? colored("skip", "33") : colored("pass", "32");
+    text("  " + word + line + (said.empty() ? "" : "  " + said) + "\n");
   }
 
   void performance_heading() { text("\n  performance (cudakit beside the raw driver, same run):\n"); }
@@ -92,9 +98,11 @@ class DoctorReport {
       std::fprintf(stderr, "cudakit: %s\n", error.c_str());
     } else {
       text("\n" + std::string(failed_ ? "FAILED" : "passed") + ": " + std::to_string(failed_) + " check" +
-           (failed_ == 1 ? "" : "s") + " failed\n");
+           (failed_ == 1 ? "" : "s") + " failed" +
+           (skipped_ > 0 ? ", " + std::to_string(skipped_) + " skipped" : std::string()) + "\n");
     }
     doc_["failed"] = failed_;
+    doc_["skipped"] = skipped_;
     doc_["passed"] = code == exit_ok;
     doc_["exit_code"] = code;
     if (json_) std::printf("%s\n", doc_.dump(2).c_str());
@@ -112,6 +120,7 @@ class DoctorReport {
 
   bool json_;
   int failed_ = 0;
+  int skipped_ = 0;
   nlohmann::ordered_json doc_;
 };
 
@@ -119,9 +128,7 @@ CheckOutcome run_check(const DoctorCheck& c, const Device* d) {
   try {
     return c.run(d);
   } catch (const CheckSkipped& e) {
-    // Not a failure: the check cannot run here (an optional library is not installed),
-    // and its line says why.
-    return CheckOutcome::passed(e.what());
+    return CheckOutcome::skipped_because(e.what());
   } catch (const std::exception& e) {
     return CheckOutcome(e.what());
   } catch (...) {
