@@ -151,6 +151,12 @@ def table(merged):
                      f"agree at {100 * c['token_agreement']:.2f}% of {c['token_positions']} positions"
                      + (f" ({100 * c['token_agreement_within_bf16_resolution']:.2f}% counting ties within one bf16 "
                         "step of PyTorch's largest logit)" if 'token_agreement_within_bf16_resolution' in c else ""))
+    if "cudakit_token_agreement" in c.get("fp32_reference", {}):
+        f = c["fp32_reference"]
+        lines.append(f"  against the same function in fp32: cudakit's tokens agree at "
+                     f"{100 * f['cudakit_token_agreement']:.2f}%, PyTorch's at {100 * f['pytorch_token_agreement']:.2f}%; "
+                     f"hidden relative L2 max {f['cudakit_hidden_rel_l2_max']:.2e} and "
+                     f"{f['pytorch_hidden_rel_l2_max']:.2e}")
     for b in merged["batches"]:
         g = arm(r, "cudakit", "graph_cache", b)
         if g:

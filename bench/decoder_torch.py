@@ -86,6 +86,10 @@ class Model:
             if t.dtype != torch.bfloat16:
                 raise ValueError(f"weights: {name} is {t.dtype}, not bfloat16")
         self.head_out_dtype = self._probe_out_dtype()
+        self.activation_dtype = torch.bfloat16
+        self._index_layers()
+
+    def _index_layers(self):
         self.layer = [{k: self.w[f"layers.{l}.{k}"] for k in (
             "ln1.weight", "ln1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.out.weight", "attn.out.bias",
             "ln2.weight", "ln2.bias", "ffn.up.weight", "ffn.up.bias", "ffn.down.weight", "ffn.down.bias")}
@@ -93,7 +97,7 @@ class Model:
 
     def new_cache(self, batch, positions):
         shape = (batch, self.heads, positions, self.head_dim)
-        kw = dict(dtype=self.torch.bfloat16, device="cuda:0")
+        kw = dict(dtype=self.activation_dtype, device="cuda:0")
         return ([self.torch.empty(shape, **kw) for _ in range(self.layers)],
                 [self.torch.empty(shape, **kw) for _ in range(self.layers)])
 
@@ -294,6 +298,49 @@ def batch_prompts(prompts, batch, first):
     return prompts[rows]
 
 
+def fp32_reference(model):
+    """The same function on the same (bf16) weights computed in fp32 throughout: what both
+    bf16 implementations approximate."""
+    import copy
+    ref = copy.copy(model)
+    ref.w = {name: t.float() for name, t in model.w.items()}
+    ref.activation_dtype = model.torch.float32
+    ref.head_out_dtype = False
+    ref._index_layers()
+    return ref
+
+
+def teacher_forced_points(model, prompts, forced):
+    B, T = prompts.shape
+    cache = model.new_cache(B, T + forced.shape[1] + 1)
+    points = [model.prefill(cache, prompts)]
+    for s in range(forced.shape[1]):
+        points.append(model.step(cache, forced[:, s], T + s))
+    return points
+
+
+def agreement_with_reference(ref_points, argmaxes):
+    same = total = 0
+    for (lg, _), mine in zip(ref_points, argmaxes):
+        eq = lg.argmax(-1) == mine
+        same += int(eq.sum())
+        total += eq.numel()
+    return same / total
+
+
+def compare_with_fp32(model, prompts, forced, points, their_hidden, their_argmax):
+    """Token agreement and hidden-state error of each side against the fp32 computation."""
+    ref_points = teacher_forced_points(fp32_reference(model), prompts, forced)
+    return {
+        "cudakit_token_agreement": agreement_with_reference(ref_points, [their_argmax[i] for i in range(len(points))]),
+        "pytorch_token_agreement": agreement_with_reference(ref_points, [lg.argmax(-1) for lg, _ in points]),
+        "cudakit_hidden_rel_l2_max": max(float((their_hidden[i] - h.float()).norm() / h.float().norm())
+                                         for i, (_, h) in enumerate(ref_points)),
+        "pytorch_hidden_rel_l2_max": max(float((p[1].float() - h.float()).norm() / h.float().norm())
+                                         for p, (_, h) in zip(points, ref_points)),
+    }
+
+
 def run_check(model, inputs, check_path):
     """Teacher-forced steps at the largest batch, compared with cudakit's (see the docstring)."""
     torch = model.torch
@@ -336,12 +383,20 @@ def run_check(model, inputs, check_path):
     # largest is a tie at the logits' resolution (bf16 logits), which two correct
     # implementations may break either way; counted apart, beside the strict agreement.
     agreement_within_resolution = (agree + tied) / total
+    # Both sides against the fp32 computation of the same function: two bf16
+    # implementations that round in different places each differ from it, and from each
+    # other, by about as much.
+    try:
+        reference = compare_with_fp32(model, prompts, forced, points, their_hidden, their_argmax)
+    except Exception as e:  # the evidence is optional: the check itself stands without it
+        reference = {"error": f"{type(e).__name__}: {e}"}
     result = {
         "batch": B, "points": len(points),
         "hidden_rel_l2": rel, "hidden_rel_l2_max": max(rel), "hidden_rel_l2_after_32_steps": rel[-1],
         "hidden_rel_l2_bound": HIDDEN_REL_L2_BOUND,
         "token_agreement": agreement, "token_positions": total, "token_agreement_bound": TOKEN_AGREEMENT_BOUND,
         "token_agreement_within_bf16_resolution": agreement_within_resolution,
+        "fp32_reference": reference,
         "mismatches": mismatches[:50],
         "passed": max(rel) <= HIDDEN_REL_L2_BOUND and agreement >= TOKEN_AGREEMENT_BOUND,
         "bound_reason": ("bf16 keeps 8 significant bits (unit roundoff 2^-9 = 0.002): the two sides round "
