@@ -143,7 +143,7 @@ class DeviceBuffer {
   /// Frees the memory now (stream-ordered after every use) and leaves the buffer empty
   /// (usable as an empty range, also when it was moved from).
   void reset() noexcept {
-    if (allocation_ != nullptr) std::exchange(allocation_, nullptr)->release();
+    if (allocation_ != nullptr) detail::release(std::exchange(allocation_, nullptr));
     count_ = 0;
     moved_from_ = false;
   }

@@ -41,6 +41,7 @@
 
 #include "cudakit/export.hpp"
 #include "cudakit/detail/node_arguments.hpp"
+#include "cudakit/detail/ref.hpp"
 #include "cudakit/device.hpp"
 #include "cudakit/device_span.hpp"
 #include "cudakit/event.hpp"
@@ -59,6 +60,10 @@ struct InstantiateOptions;
 namespace detail {
 class GraphResources;
 struct GraphCore;
+// The count of the graph handle a Graph and its executables share (Ref<GraphCore>); the
+// last release destroys the graph (graph_resources.cpp).
+CUDAKIT_API void retain(GraphCore* core) noexcept;
+CUDAKIT_API void release(GraphCore* core) noexcept;
 }  // namespace detail
 
 /// One node of a graph (a non-owning handle; its graph owns it).
@@ -310,12 +315,12 @@ class CUDAKIT_API Graph : public GraphRef {
   /// EmptyHandle.
   Graph() = default;
   Graph(Graph&& other) noexcept : GraphRef(std::exchange(static_cast<GraphRef&>(other), GraphRef{})),
-                                  core_(std::exchange(other.core_, nullptr)) {}
+                                  core_(std::move(other.core_)) {}
   Graph& operator=(Graph&& other) noexcept {
     if (this != &other) {
       reset();
       static_cast<GraphRef&>(*this) = std::exchange(static_cast<GraphRef&>(other), GraphRef{});
-      core_ = std::exchange(other.core_, nullptr);
+      core_ = std::move(other.core_);
     }
     return *this;
   }
@@ -334,13 +339,13 @@ class CUDAKIT_API Graph : public GraphRef {
   GraphExec instantiate(const InstantiateOptions& options) const;
 
   /// Internal: adopts a graph cudakit made (capture end), with what it keeps alive.
-  Graph(CUgraph handle, int device, detail::GraphResources* resources);
+  Graph(CUgraph handle, int device, detail::Ref<detail::GraphResources> resources);
   /// Internal: the shared handle executables hold, so node handles stay valid for them.
-  detail::GraphCore* core() const noexcept { return core_; }
+  detail::GraphCore* core() const noexcept { return core_.get(); }
 
  private:
   void reset() noexcept;
-  detail::GraphCore* core_ = nullptr;
+  detail::Ref<detail::GraphCore> core_;
 };
 
 /// Frees the buffers and callables of graphs whose last use ended (their graph and

@@ -92,7 +92,7 @@ class CUDAKIT_API HostRegistration {
 
   /// Unregisters now (after every stream that used the range) and leaves this empty.
   void reset() noexcept {
-    if (allocation_ != nullptr) std::exchange(allocation_, nullptr)->release();
+    if (allocation_ != nullptr) detail::release(std::exchange(allocation_, nullptr));
     mapped_ = 0;
     bytes_ = 0;
   }

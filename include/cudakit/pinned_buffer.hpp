@@ -138,7 +138,7 @@ class PinnedBuffer {
 
   /// Frees the memory now (after every stream that used it) and leaves the buffer empty.
   void reset() noexcept {
-    if (allocation_ != nullptr) std::exchange(allocation_, nullptr)->release();
+    if (allocation_ != nullptr) detail::release(std::exchange(allocation_, nullptr));
     mapped_ = 0;
     count_ = 0;
   }

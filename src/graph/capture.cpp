@@ -143,17 +143,16 @@ void record_fence(StreamState* s) {
 bool join_capture(CaptureState* c, StreamState* s) {
   c->members.reserve(c->members.size() + 1);
   if (!s->marks.mark_capturing(c, c->owner)) return false;
-  retain(s);
-  c->members.push_back(s);
+  c->members.emplace_back(s);
   return true;
 }
 
 void leave_capture(CaptureState* c, StreamState* s) noexcept {
   auto member = std::find(c->members.begin(), c->members.end(), s);
   if (member == c->members.end()) return;  // never joined: nothing to undo
+  Ref<StreamState> held = std::move(*member);  // kept until it is unmarked
   c->members.erase(member);
   s->marks.unmark_capturing(c);
-  release(s);
 }
 
 namespace {
@@ -182,9 +181,7 @@ void prepare_for_capture(int device) {
 }
 
 bool contains(const std::vector<StreamState*>& v, const StreamState* s) {
-  for (const StreamState* x : v)
-    if (x == s) return true;
-  return false;
+  return std::find(v.begin(), v.end(), s) != v.end();
 }
 
 }  // namespace
@@ -395,9 +392,7 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
   state->mode = mode;
   state->device = s->device;
   state->members.reserve(4);
-  state->resources = new GraphResources(s->device);
-  std::unique_ptr<GraphResources, void (*)(GraphResources*)> resources(state->resources,
-                                                                       [](GraphResources* r) { r->release(); });
+  state->resources = make_ref<GraphResources>(s->device);
 
   // Marked capturing before the driver begins (join says why): from here on, no other
   // thread's free or hand-off lands on the stream.
@@ -423,7 +418,6 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
     leave_capture(state.get(), s);
     throw;
   }
-  resources.release();
   state_ = state.release();
 }
 
@@ -435,7 +429,7 @@ namespace {
 // Capture::end to throw or ~Capture to park.
 struct CaptureOutcome {
   CUgraph graph = nullptr;
-  GraphResources* resources = nullptr;  // one reference, the caller's when the capture succeeded
+  Ref<GraphResources> resources;        // the graph's, when the capture succeeded
   CUresult end = CUDA_SUCCESS;          // cuStreamEndCapture's result
   std::exception_ptr failed_join;       // the first join of a forked stream that failed
   Resource origin;                      // the capturing stream
@@ -447,7 +441,7 @@ struct CaptureOutcome {
 // end capture `c`.
 std::optional<std::string> refusal_to_end_here(const CaptureState* c) {
   if (c->mode == CaptureMode::relaxed || c->owner == std::this_thread::get_id()) return std::nullopt;
-  return "the capture on " + stream_words(c->members.front()) + " was begun by " + thread_words(c->owner) +
+  return "the capture on " + stream_words(c->members.front().get()) + " was begun by " + thread_words(c->owner) +
          " and must end there (" + thread_words(std::this_thread::get_id()) +
          " tried); only a relaxed capture may end on another thread";
 }
@@ -458,7 +452,7 @@ std::optional<std::string> refusal_to_end_here(const CaptureState* c) {
 // succeeds (the user may have joined that stream already): a failed driver call is never
 // swallowed.
 std::exception_ptr join_forks_into_origin(const CaptureState* c) {
-  StreamState* origin = c->members.front();
+  const StreamState* origin = c->members.front().get();
   std::exception_ptr failed;
   for (std::size_t i = 1; i < c->members.size(); ++i) {
     try {
@@ -490,10 +484,10 @@ CUresult end_driver_capture(CUstream origin, CUgraph& graph) noexcept {
 }
 
 // Every stream of capture `c` leaves it, whatever the outcome: unmarked, out of the
-// registry, uncounted, released. Frees `c`.
+// registry, uncounted, released (with `c`, which this frees).
 void forget_capture(CaptureState* c) {
   std::unique_ptr<CaptureState> owned(c);
-  for (StreamState* m : c->members) m->marks.unmark_capturing(c);
+  for (const Ref<StreamState>& m : c->members) m->marks.unmark_capturing(c);
   {
     std::lock_guard lock(registry_mutex);
     auto it = registry().find(c->id);
@@ -501,23 +495,21 @@ void forget_capture(CaptureState* c) {
     std::erase_if(recorded_in_capture(), [c](const auto& entry) { return entry.second == c; });
     uncount_capture(c);
   }
-  for (StreamState* m : c->members) release(m);
 }
 
 // Ends capture `c` and frees its state. On failure the partial graph is destroyed and the
 // resources released before the outcome is returned.
 CaptureOutcome end_capture(CaptureState* c) {
   CaptureOutcome out;
-  out.origin = stream_resource(c->members.front());
-  out.resources = c->resources;
+  out.origin = stream_resource(c->members.front().get());
+  out.resources = std::move(c->resources);
   out.failed_join = join_forks_into_origin(c);
   out.end = end_driver_capture(c->members.front()->handle, out.graph);
   forget_capture(c);
   if (!out.succeeded()) {
     if (out.graph != nullptr) cu.GraphDestroy(out.graph);
     out.graph = nullptr;
-    out.resources->release();
-    out.resources = nullptr;
+    out.resources.reset();
     run_deferred_tasks_if_any();
   }
   return out;
@@ -569,7 +561,6 @@ std::optional<Graph> Capture::end() {
   CaptureOutcome out = end_capture(std::exchange(state_, nullptr));
   if (!out.succeeded()) throw_failure(out);
   CUgraph graph = out.graph;
-  std::unique_ptr<GraphResources, void (*)(GraphResources*)> held(out.resources, [](GraphResources* r) { r->release(); });
   std::size_t nodes = 0;
   CUresult r = cu.GraphGetNodes(graph, nullptr, &nodes);
   if (r != CUDA_SUCCESS || nodes == 0) {
@@ -587,12 +578,11 @@ std::optional<Graph> Capture::end() {
       throw;
     }
     destroy();
-    held.reset();
+    out.resources.reset();
     run_deferred_tasks_if_any();
     return std::nullopt;  // an empty capture yields no graph
   }
-  Graph result(graph, device, out.resources);  // takes the graph; its core holds the resources
-  held.reset();
+  Graph result(graph, device, std::move(out.resources));  // takes the graph; its core holds the resources
   run_deferred_tasks_if_any();
   return result;
 }
@@ -620,7 +610,7 @@ Capture::~Capture() {
       if (r != CUDA_SUCCESS)
         park_driver_error(r, cu.GraphDestroy.name(),
                           Resource::of(ResourceKind::graph, out.graph, stream_.device_ordinal()), "~Capture");
-      out.resources->release();
+      out.resources.reset();
     }
     run_deferred_tasks_if_any();
   } catch (const std::exception& e) {

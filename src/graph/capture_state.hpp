@@ -13,6 +13,7 @@
 
 #include "cudakit/capture.hpp"
 #include "cudakit/detail/allocation.hpp"
+#include "cudakit/detail/ref.hpp"
 #include "cudakit/detail/stream_state.hpp"
 #include "graph/graph_resources.hpp"
 
@@ -26,9 +27,9 @@ struct CaptureState {
   // The owner thread's strict_captures_on_this_thread while this capture counts there
   // (guarded by the registry's mutex: the owner thread may end first, capture.cpp).
   std::atomic<int>* strict_count = nullptr;
-  // The streams in the capture, the origin first; each retained and marked with this capture.
-  std::vector<StreamState*> members;
-  GraphResources* resources = nullptr;  // one reference, handed to the graph at the end
+  // The streams in the capture, the origin first; each marked with this capture.
+  std::vector<Ref<StreamState>> members;
+  Ref<GraphResources> resources;  // handed to the graph at the end
   // Ordering inside the capture (the buffers' live tracking is left alone): per buffer,
   // the captured stream that wrote it last and those that read it since.
   struct Order {

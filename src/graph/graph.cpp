@@ -392,10 +392,10 @@ CUgraph create_graph(int device) {
 }
 }  // namespace
 
-Graph::Graph(CUgraph handle, int device, detail::GraphResources* resources)
-    : GraphRef(handle, device, resources, false) {
+Graph::Graph(CUgraph handle, int device, detail::Ref<detail::GraphResources> resources)
+    : GraphRef(handle, device, resources.get(), false) {
   try {
-    core_ = new detail::GraphCore;
+    core_ = detail::make_ref<detail::GraphCore>();
   } catch (...) {
     CUresult r = cu.GraphDestroy(handle);
     if (r != CUDA_SUCCESS) park_driver_error(r, cu.GraphDestroy.name(), graph_resource(handle, device), "Graph");
@@ -404,17 +404,14 @@ Graph::Graph(CUgraph handle, int device, detail::GraphResources* resources)
   }
   core_->handle = handle;
   core_->device = device;
-  core_->resources = resources;
-  resources->retain();  // the core's reference (Note [Graph lifetimes])
+  core_->resources = std::move(resources);  // the core's reference (Note [Graph lifetimes])
 }
 
 namespace {
 Graph make_empty_graph(Device device) {
+  auto resources = detail::make_ref<detail::GraphResources>(device.ordinal());
   CUgraph g = create_graph(device.ordinal());
-  auto* resources = new detail::GraphResources(device.ordinal());
-  std::unique_ptr<detail::GraphResources, void (*)(detail::GraphResources*)> held(
-      resources, [](detail::GraphResources* r) { r->release(); });
-  return Graph(g, device.ordinal(), resources);
+  return Graph(g, device.ordinal(), std::move(resources));
 }
 }  // namespace
 
@@ -424,20 +421,19 @@ Graph Graph::clone() const {
   require_handle(cu.GraphClone.name());
   CUgraph copy = nullptr;
   checked_call(cu.GraphClone, graph_resource(handle_, device_), &copy, handle_);
-  auto* resources = new detail::GraphResources(device_);
-  std::unique_ptr<detail::GraphResources, void (*)(detail::GraphResources*)> held(
-      resources, [](detail::GraphResources* r) { r->release(); });
+  detail::Ref<detail::GraphResources> resources;
   try {
+    resources = detail::make_ref<detail::GraphResources>(device_);
     resources->add_child(resources_);
   } catch (...) {
     cu.GraphDestroy(copy);
     throw;
   }
-  return Graph(copy, device_, resources);
+  return Graph(copy, device_, std::move(resources));
 }
 
 void Graph::reset() noexcept {
-  if (core_ != nullptr) detail::release(std::exchange(core_, nullptr));
+  core_.reset();
   static_cast<GraphRef&>(*this) = GraphRef{};
 }
 

@@ -25,14 +25,15 @@ struct ExecState {
   CUgraphExec handle = nullptr;
   int device = -1;
   CUcontext context = nullptr;  // the device's primary context, made current for launches
-  GraphCore* core = nullptr;      // the graph it was instantiated from: node handles stay valid
-  std::vector<BufferUse> uses;    // ordered on the launch stream before every launch
+  Ref<GraphCore> core;          // the graph it was instantiated from: node handles stay valid
+  std::vector<BufferUse> uses;  // ordered on the launch stream before every launch
   std::size_t node_count = 0;
-  GraphResources* runs = nullptr;  // one reference: the resources of the graph it runs now
-  GraphResources* own = nullptr;   // buffers given by update_kernel_arguments
-  // Tracker-retained: the stream of the last launch. Launches of one executable run in
-  // order, so its queued work covers every launch (Note [Graph lifetimes]).
-  StreamState* last_stream = nullptr;
+  Ref<GraphResources> runs;  // the resources of the graph it runs now
+  Ref<GraphResources> own;   // buffers given by update_kernel_arguments
+  // The stream of the last launch (a tracker slot: its Stream synchronizes before it is
+  // destroyed). Launches of one executable run in order, so its queued work covers every
+  // launch (Note [Graph lifetimes]).
+  TrackerRef last_stream;
   std::atomic<std::thread::id> user{};  // the thread inside a launch, upload or update
 };
 
@@ -141,9 +142,10 @@ void add_launch_use(std::vector<BufferUse>& uses, const BufferUse& use) {
 // argument updates) is let go once its last launch completed: a host function on the
 // device's service stream, ordered after the last launch stream (launches of one
 // executable run in order), queues the release (Note [Graph lifetimes]).
+// The driver carries the reference as `resources`: detached where the host function is
+// queued, adopted back here.
 void CUDA_CB release_when_done(void* resources) {
-  auto* r = static_cast<detail::GraphResources*>(resources);
-  detail::defer_to_safe_point([r] { r->release(); });
+  detail::release_at_safe_point(detail::Ref<detail::GraphResources>(static_cast<detail::GraphResources*>(resources), detail::adopt));
 }
 
 // What letting go does with an error: a destructor parks it (it cannot throw); an update
@@ -151,27 +153,25 @@ void CUDA_CB release_when_done(void* resources) {
 // must hear why), and parks the rest (the update itself succeeded).
 enum class ReleaseErrors { park, throw_sticky };
 
-void release_after_last_launch(detail::GraphResources* own, detail::StreamState* last, int device,
+void release_after_last_launch(detail::Ref<detail::GraphResources> own, detail::StreamState* last, int device,
                                ReleaseErrors errors = ReleaseErrors::park) {
+  if (!own) return;
   // Pinned, then looked at: its owner may destroy it meanwhile (Note [Pins and marks]).
   detail::PinnedStream pinned(last);
   if (!pinned || detail::poison_of(device) != nullptr) {
     // Never launched, or its stream finished (a dead stream's work completed), or the
     // context is dead (nothing runs any more): nothing to wait for.
-    own->release();
     return;
   }
   try {
     CUstream service = detail::service_stream(device);
     detail::wait_for_stream_work(service, device, last);
-    check(cu.LaunchHostFunc(service, &release_when_done, own), "cuLaunchHostFunc",
+    check(cu.LaunchHostFunc(service, &release_when_done, own.get()), "cuLaunchHostFunc",
           Resource::of(ResourceKind::stream, service, device));
+    (void)own.detach();  // queued: release_when_done adopts it
     return;
   } catch (const DriverError& e) {
-    if (errors == ReleaseErrors::throw_sticky && is_sticky(e.code())) {
-      own->release();  // nothing runs on a poisoned device any more
-      throw;
-    }
+    if (errors == ReleaseErrors::throw_sticky && is_sticky(e.code())) throw;  // nothing runs on a poisoned device any more
     park_error({e.code(), "~GraphExec", std::string("could not queue the release of a graph's buffers after the "
                                                     "executable's last launch: ") + e.what()});
   } catch (const std::exception& e) {
@@ -195,12 +195,10 @@ void release_after_last_launch(detail::GraphResources* own, detail::StreamState*
     } catch (...) {
     }
   }
-  if (r == CUDA_SUCCESS || detail::poison_of(device) != nullptr) {
-    own->release();
-    return;
-  }
+  if (r == CUDA_SUCCESS || detail::poison_of(device) != nullptr) return;
   park_driver_error(r, "cuStreamSynchronize", Resource::of(ResourceKind::stream, last->handle, device),
                     "~GraphExec (its buffers are kept: their last launch could not be waited for)");
+  (void)own.detach();  // kept: a leak rather than a use after free
 }
 
 }  // namespace
@@ -246,10 +244,8 @@ GraphExec::GraphExec(const Graph& graph, const InstantiateOptions& options) {
     cu.GraphExecDestroy(exec);
     throw;
   }
-  state->core = graph.core();
-  detail::retain(state->core);
-  state->runs = graph.resources();
-  state->runs->retain();
+  state->core = detail::Ref<detail::GraphCore>(graph.core());
+  state->runs = detail::Ref<detail::GraphResources>(graph.resources());
   state_ = state.release();
 }
 
@@ -291,11 +287,8 @@ void GraphExec::launch(StreamRef stream) {
   // A fault in the graph is reported by a later synchronize, which names this launch.
   detail::StreamState* st = detail::stream_state_of(stream);
   st->last_launch.store("a graph executable", std::memory_order_relaxed);
-  if (st != s.last_stream) [[unlikely]] {
-    detail::tracker_retain(st);
-    if (s.last_stream != nullptr) detail::tracker_release(s.last_stream);
-    s.last_stream = st;
-  }
+  if (s.last_stream != st) [[unlikely]]
+    s.last_stream = detail::TrackerRef(st);
 }
 
 void GraphExec::upload(StreamRef stream) {
@@ -319,7 +312,7 @@ void GraphExec::update(const Graph& graph) {
     throw InvalidArgument("cuGraphExecUpdate: " + describe(res) + " cannot take a graph of device " +
                           std::to_string(graph.device_ordinal()));
   std::vector<BufferUse> uses = graph.resources()->uses();
-  if (s.own != nullptr)
+  if (s.own)
     for (const BufferUse& u : s.own->uses()) add_launch_use(uses, u);
   std::size_t nodes = graph.node_count();
   ContextRef(detail::library_context(s.device), s.device).make_current();
@@ -340,11 +333,11 @@ void GraphExec::update(const Graph& graph) {
   check(r, "cuGraphExecUpdate", res);
   // The executable runs the new graph from now on: hold its resources, and let the old
   // ones go once the launches queued so far completed (Note [Graph lifetimes]).
-  graph.resources()->retain();
-  detail::GraphResources* replaced = std::exchange(s.runs, graph.resources());
+  detail::Ref<detail::GraphResources> replaced =
+      std::exchange(s.runs, detail::Ref<detail::GraphResources>(graph.resources()));
   s.uses = std::move(uses);
   s.node_count = nodes;
-  release_after_last_launch(replaced, s.last_stream, s.device, ReleaseErrors::throw_sticky);
+  release_after_last_launch(std::move(replaced), s.last_stream.get(), s.device, ReleaseErrors::throw_sticky);
 }
 
 void GraphExec::update_kernel_node(GraphNode node, CUfunction expected, void** params, const BufferUse* uses,
@@ -365,7 +358,7 @@ void GraphExec::update_kernel_node(GraphNode node, CUfunction expected, void** p
       throw InvalidArgument("update_kernel_arguments: argument " + std::to_string(i + 1) + " is a buffer on device " +
                             std::to_string(uses[i].allocation->device) + ", the executable runs on device " +
                             std::to_string(s.device));
-  if (s.own == nullptr) s.own = new detail::GraphResources(s.device);
+  if (!s.own) s.own = detail::make_ref<detail::GraphResources>(s.device);
   // Kept before the driver sees them: never a node without its buffers.
   for (std::size_t i = 0; i < count; ++i) s.own->add_use(uses[i].allocation, uses[i].access);
   p.kernelParams = count == 0 ? nullptr : params;
@@ -399,11 +392,9 @@ void GraphExec::reset() noexcept {
   } catch (const std::exception& e) {
     park_error({CUDA_SUCCESS, "~GraphExec", e.what()});
   }
-  if (s->runs != nullptr) release_after_last_launch(s->runs, s->last_stream, s->device);
-  if (s->own != nullptr) release_after_last_launch(s->own, s->last_stream, s->device);
-  if (s->last_stream != nullptr) detail::tracker_release(s->last_stream);
-  detail::release(s->core);
-  delete s;
+  release_after_last_launch(std::move(s->runs), s->last_stream.get(), s->device);
+  release_after_last_launch(std::move(s->own), s->last_stream.get(), s->device);
+  delete s;  // lets go of the last launch stream, then of the graph
   detail::run_deferred_tasks_if_any();
 }
 

@@ -89,17 +89,20 @@ void run_deferred_tasks() noexcept {
   draining = false;
 }
 
-// ---- GraphResources ----
-
-void GraphResources::release() noexcept {
-  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+void release_at_safe_point(Ref<GraphResources> resources) noexcept {
+  if (!resources) return;
+  GraphResources* held = resources.detach();
+  defer_to_safe_point([held] { Ref<GraphResources>(held, adopt).reset(); });
 }
 
-GraphResources::~GraphResources() {
-  for (const BufferUse& u : uses_) u.allocation->release();
-  callbacks_.clear();
-  kept_.clear();
-  for (GraphResources* child : children_) child->release();
+// ---- GraphResources ----
+
+// A reference is only ever taken from one already held, so the increment publishes
+// nothing (relaxed); the last decrement acquires every holder's writes before the delete.
+void retain(GraphResources* r) noexcept { r->refs_.fetch_add(1, std::memory_order_relaxed); }
+
+void release(GraphResources* r) noexcept {
+  if (r->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete r;
 }
 
 void GraphResources::add_use(Allocation* allocation, Access access) {
@@ -108,8 +111,7 @@ void GraphResources::add_use(Allocation* allocation, Access access) {
   uses_.reserve(uses_.size() + 1);
   auto [it, inserted] = index_.try_emplace(allocation, uses_.size());
   if (inserted) {
-    allocation->retain();
-    uses_.push_back({allocation, access});
+    uses_.push_back({Ref<Allocation>(allocation), access});
   } else if (access == Access::write) {
     uses_[it->second].access = Access::write;
   }
@@ -130,9 +132,7 @@ void GraphResources::add_child(GraphResources* child) {
   std::vector<BufferUse> uses = child->uses();
   {
     std::lock_guard lock(mutex_);
-    children_.reserve(children_.size() + 1);
-    child->retain();
-    children_.push_back(child);
+    children_.emplace_back(child);
   }
   add_uses(uses);
 }
@@ -144,7 +144,10 @@ void GraphResources::keep(std::shared_ptr<const void> object) {
 
 std::vector<BufferUse> GraphResources::uses() const {
   std::lock_guard lock(mutex_);
-  return uses_;
+  std::vector<BufferUse> out;
+  out.reserve(uses_.size());
+  for (const HeldUse& u : uses_) out.push_back({u.allocation.get(), u.access});
+  return out;
 }
 
 std::size_t GraphResources::use_count() const {
@@ -180,8 +183,7 @@ void release(GraphCore* core) noexcept {
     park_driver_error(r, cu.GraphDestroy.name(), Resource::of(ResourceKind::graph, core->handle, core->device), "~Graph");
   // Freeing the buffers is a driver call, which must not happen while this thread
   // captures (cuMemFree would invalidate the capture): the release waits for a safe point.
-  GraphResources* resources = core->resources;
-  defer_to_safe_point([resources] { resources->release(); });
+  release_at_safe_point(std::move(core->resources));
   delete core;
   run_deferred_tasks_if_any();
 }

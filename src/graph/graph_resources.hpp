@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cudakit/detail/allocation.hpp"
+#include "cudakit/detail/ref.hpp"
 #include "cudakit/graph.hpp"
 #include "cudakit/stream.hpp"
 
@@ -31,17 +32,13 @@ class GraphResources {
 
   int device() const noexcept { return device_; }
 
-  void retain() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
-  /// Drops a reference; the last frees what is held. Call on a cudakit thread, never in a
-  /// driver callback (Allocation::release may call the driver).
-  void release() noexcept;
-
   /// Keeps `allocation` alive and remembers its use (a write wins over a read).
   void add_use(Allocation* allocation, Access access);
   void add_uses(const std::vector<BufferUse>& uses);
   /// Owns `callback`; returns the pointer a host node is given.
   HostCallback* add_callback(std::unique_ptr<HostCallback> callback);
-  /// Keeps `child` alive and takes over its uses (an embedded or cloned graph).
+  /// Keeps `child` alive (a reference of its own) and takes over its uses (an embedded or
+  /// cloned graph).
   void add_child(GraphResources* child);
   /// Keeps anything else alive: a kernel's handle, which keeps its module loaded.
   void keep(std::shared_ptr<const void> object);
@@ -51,29 +48,49 @@ class GraphResources {
   std::size_t use_count() const;
 
  private:
-  ~GraphResources();
+  friend void retain(GraphResources* r) noexcept;
+  friend void release(GraphResources* r) noexcept;
+  ~GraphResources() = default;
+
+  // A buffer the graph touches, held, and how it touches it.
+  struct HeldUse {
+    Ref<Allocation> allocation;
+    Access access;
+  };
 
   int device_;
   std::atomic<int> refs_{1};
   mutable std::mutex mutex_;
-  std::vector<BufferUse> uses_;
-  std::unordered_map<Allocation*, std::size_t> index_;  // allocation -> position in uses_
-  std::vector<std::unique_ptr<HostCallback>> callbacks_;
-  std::vector<GraphResources*> children_;
+  std::vector<Ref<GraphResources>> children_;
   std::vector<std::shared_ptr<const void>> kept_;
+  std::vector<std::unique_ptr<HostCallback>> callbacks_;
+  // Released first (members go in reverse order): the buffers, then what runs or names them.
+  std::vector<HeldUse> uses_;
+  std::unordered_map<Allocation*, std::size_t> index_;  // allocation -> position in uses_
 };
+
+/// One more reference (Ref<GraphResources> counts with these).
+void retain(GraphResources* r) noexcept;
+/// One less; the last frees what is held. Call on a cudakit thread, never in a driver
+/// callback (an allocation's release may call the driver): release_at_safe_point.
+void release(GraphResources* r) noexcept;
+
+/// Releases `resources` at cudakit's next safe point (run_deferred_tasks): from a driver
+/// callback, or where this thread may capture. The queue carries the reference as a raw
+/// pointer (detached here, adopted when the task runs), so a task that cannot be queued
+/// leaks what it holds, reported, instead of releasing it where that is unsafe.
+void release_at_safe_point(Ref<GraphResources> resources) noexcept;
 
 /// The graph handle a Graph owner and its executables share, so that node handles stay
 /// valid for as long as an executable may name them (DESIGN 4). The last reference
 /// destroys the graph and queues the release of its resources for a safe point.
+/// Counted by retain and release (declared in graph.hpp, for the Graph's Ref).
 struct GraphCore {
   CUgraph handle = nullptr;
   int device = -1;
-  GraphResources* resources = nullptr;  // one reference, the core's
+  Ref<GraphResources> resources;
   std::atomic<int> refs{1};
 };
-void retain(GraphCore* core) noexcept;
-void release(GraphCore* core) noexcept;
 
 /// A raw kernel's arguments (their sizes) against its parameter info, where this driver
 /// has cuFuncGetParamInfo and knows the function; InvalidArgument on a mismatch.

@@ -22,7 +22,7 @@ Registration::Registration(const Communicator& comm, cudakit::detail::Allocation
   void* handle = nullptr;
   ncclResult_t r = api.CommRegister(s.comm, reinterpret_cast<void*>(pointer), bytes, &handle);
   if (r != ncclSuccess) throw s.error(r, "ncclCommRegister");
-  allocation->retain();
+  cudakit::detail::retain(allocation);
   allocation_ = allocation;
   comm_ = comm.state();
   handle_ = handle;
@@ -37,7 +37,7 @@ void Registration::reset() noexcept {
         park_error({CUDA_SUCCESS, "nccl::Registration", comm_->error(r, "ncclCommDeregister").what()});
     }
   }
-  if (allocation_ != nullptr) allocation_->release();
+  if (allocation_ != nullptr) cudakit::detail::release(allocation_);
   allocation_ = nullptr;
   handle_ = nullptr;
   comm_.reset();

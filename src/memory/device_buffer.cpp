@@ -85,7 +85,7 @@ Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zer
         check_on_stream(z, cu.MemsetD8Async.name(),
                         Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device), stream);
       } catch (...) {
-        a->release();
+        release(a);
         throw;
       }
     }

@@ -42,7 +42,7 @@ Allocation* register_host_memory(const void* data, std::size_t bytes, HostRegist
     register_host_range(p, bytes, a);
   } catch (...) {
     *mapped = 0;
-    a->release();  // unregisters it (nothing used it yet)
+    release(a);  // unregisters it (nothing used it yet)
     throw;
   }
   return a;

@@ -57,7 +57,7 @@ Allocation* allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions o
     register_host_range(p, bytes, a);
   } catch (...) {
     *mapped = 0;
-    a->release();  // frees it (nothing used it yet)
+    release(a);  // frees it (nothing used it yet)
     throw;
   }
   if (zero) std::memset(p, 0, bytes);

@@ -82,6 +82,7 @@ const std::map<std::string, std::string> public_header_layer = {
     {"event.hpp", "stream"},
     {"detail/stream_state.hpp", "stream"},
     {"detail/stream_marks.hpp", "stream"},
+    {"detail/ref.hpp", "stream"},
     {"detail/capture_guard.hpp", "stream"},
     {"tracking.hpp", "memory"},
     {"memory_init.hpp", "memory"},

@@ -58,14 +58,6 @@ struct CUDAKIT_API Allocation {
     use_slow(stream, access);
   }
 
-  void retain() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
-  /// Drops a reference; the last one frees the memory, stream-ordered after every use.
-  void release() noexcept {
-    // The only reference (the usual case: a buffer nobody shared) needs no atomic
-    // decrement: no other thread holds one through which it could retain.
-    if (refs_.load(std::memory_order_acquire) == 1 || refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy();
-  }
-
   /// Creates an allocation already owned by `stream` (its allocating stream).
   static Allocation* create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind, StreamRef stream);
 
@@ -77,6 +69,8 @@ struct CUDAKIT_API Allocation {
   void synchronize_users() const;
 
  private:
+  friend void retain(Allocation* a) noexcept;
+  friend void release(Allocation* a) noexcept;
   Allocation() = default;
   ~Allocation();
   // Allocation objects are made and dropped with every buffer: a small per-thread cache
@@ -103,5 +97,15 @@ struct CUDAKIT_API Allocation {
   static constexpr int synced_slots = 16;
   std::atomic<StreamState*> synced_readers_[synced_slots] = {};
 };
+
+/// One more reference to `a` (its owner, a view, a graph: Ref<Allocation>).
+inline void retain(Allocation* a) noexcept { a->refs_.fetch_add(1, std::memory_order_relaxed); }
+/// One less; the last frees the memory, stream-ordered after every use.
+inline void release(Allocation* a) noexcept {
+  // The only reference (the usual case: a buffer nobody shared) needs no atomic
+  // decrement: no other thread holds one through which it could retain.
+  if (a->refs_.load(std::memory_order_acquire) == 1 || a->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    a->destroy();
+}
 
 }  // namespace cudakit::detail

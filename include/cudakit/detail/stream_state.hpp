@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "cudakit/detail/ref.hpp"
 #include "cudakit/detail/stream_marks.hpp"
 #include "cudakit/export.hpp"
 
@@ -70,6 +71,14 @@ inline void tracker_retain(StreamState* s) noexcept {
 inline void tracker_release(StreamState* s) noexcept {
   if ((s->counts.fetch_sub(StreamState::one_tracker, std::memory_order_acq_rel) & 0xffffffffu) == 1) delete s;
 }
+
+/// Ref<StreamState> holds a plain reference (retain, release); a TrackerRef holds a
+/// tracker slot, which also makes the stream's owner synchronize before destroying it.
+struct TrackerSlot {
+  static void retain_one(StreamState* s) noexcept { tracker_retain(s); }
+  static void release_one(StreamState* s) noexcept { tracker_release(s); }
+};
+using TrackerRef = Ref<StreamState, TrackerSlot>;
 
 /// A stream's resource for an error its synchronize or query reports: it names the
 /// stream's last launch, if cudakit knows one (read only when the call failed).
