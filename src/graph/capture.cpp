@@ -27,6 +27,7 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "driver/checked_call.hpp"
 #include "cudakit/kernel.hpp"
 #include "cudakit/memory_pool.hpp"
 #include "graph/capture_state.hpp"
@@ -127,7 +128,7 @@ void record_fence(StreamState* s) {
     if (s->capture_fence.compare_exchange_strong(fence, made, std::memory_order_acq_rel)) fence = made;
     else release_pooled_event(s->device, made);
   }
-  check(cu.EventRecord(fence, s->handle), "cuEventRecord", stream_resource(s));
+  checked_call(cu.EventRecord, stream_resource(s), fence, s->handle);
 }
 
 }  // namespace
@@ -210,7 +211,7 @@ CaptureTolerantScope::CaptureTolerantScope(int device) : device_(device) {
   }
   refusal_ = r;
   if (is_sticky(r)) {
-    check(r, "cuThreadExchangeStreamCaptureMode", device >= 0 ? Resource::of_device(device) : Resource::none());
+    check(r, cu.ThreadExchangeStreamCaptureMode.name(), device >= 0 ? Resource::of_device(device) : Resource::none());
   }
 }
 
@@ -225,20 +226,20 @@ CaptureTolerantScope::~CaptureTolerantScope() {
   // Non-sticky: the thread stays relaxed, which only lets more calls through. Sticky: the
   // context is dead; parked (and so poisoning the device for what follows).
   if (is_sticky(r))
-    park_driver_error(r, "cuThreadExchangeStreamCaptureMode",
+    park_driver_error(r, cu.ThreadExchangeStreamCaptureMode.name(),
                       device_ >= 0 ? Resource::of_device(device_) : Resource::none(), "capture mode restore");
 }
 
 // ---- the tracking hook (Note [Tracking inside a capture]) ----
 
-void capture_use(void* capture, Allocation* allocation, StreamRef stream, Access access) {
+void capture_use(CaptureState* c, Allocation* allocation, StreamRef stream, Access access) {
   StreamState* s = stream_state_of(stream);
   if (s->marks.capture_owner() != std::this_thread::get_id()) {
     std::ostringstream what;
     what << "a use of buffer 0x" << std::hex << allocation->pointer;
     refuse_submission_from_other_thread(s, what.str().c_str());
   }
-  auto* c = static_cast<CaptureState*>(capture);  // ours: this thread owns the capture
+  // `c` is this thread's: it owns the capture (checked above).
   c->resources->add_use(allocation, access);
   if (manual_ordering_depth != 0) return;
   CaptureState::Order& o = c->order[allocation];
@@ -269,8 +270,8 @@ void note_launch_in_capture(StreamRef stream, const Function& function) {
 void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, StreamState* from_state) {
   CaptureState* to_capture = to_state->marks.capture();
   CaptureState* from_capture = from_state->marks.capture();
-  if (from_capture != nullptr) refuse_submission_from_other_thread(from_state, "cuEventRecord");
-  if (to_capture != nullptr) refuse_submission_from_other_thread(to_state, "cuStreamWaitEvent");
+  if (from_capture != nullptr) refuse_submission_from_other_thread(from_state, cu.EventRecord.name());
+  if (to_capture != nullptr) refuse_submission_from_other_thread(to_state, cu.StreamWaitEvent.name());
   if (from_capture == to_capture) {  // neither captures, or both are in one capture (a graph edge)
     order_after(to.handle(), from.handle(), from.device_ordinal());
     return;
@@ -308,7 +309,7 @@ void note_event_record(StreamState* stream, CUevent event) {
   recorded_in_capture()[event] = c;
 }
 
-void* before_event_wait(StreamRef, StreamState* state, CUevent event) {
+CaptureState* before_event_wait(StreamRef, StreamState* state, CUevent event) {
   if (state->marks.capture() != nullptr) return nullptr;
   record_fence(state);
   CaptureState* c = nullptr;
@@ -322,19 +323,18 @@ void* before_event_wait(StreamRef, StreamState* state, CUevent event) {
   return c;
 }
 
-void undo_event_wait_join(StreamState* state, void* joined) noexcept {
-  if (joined != nullptr) leave_capture(static_cast<CaptureState*>(joined), state);
+void undo_event_wait_join(StreamState* state, CaptureState* joined) noexcept {
+  if (joined != nullptr) leave_capture(joined, state);
 }
 
-void after_event_wait(StreamRef stream, StreamState* state, void* joined) {
+void after_event_wait(StreamRef stream, StreamState* state, CaptureState* joined) {
   if (joined == nullptr && state->marks.capture() != nullptr) return;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t id = 0;
   CUresult r = cu.StreamGetCaptureInfo(stream.handle(), &status, &id, nullptr, nullptr, nullptr);
   if (joined != nullptr) {
-    auto* marked = static_cast<CaptureState*>(joined);
-    if (r == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_ACTIVE && id == marked->id) return;  // confirmed
-    leave_capture(marked, state);  // the driver joined it to no capture, or to another one (found below)
+    if (r == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_ACTIVE && id == joined->id) return;  // confirmed
+    leave_capture(joined, state);  // the driver joined it to no capture, or to another one (found below)
   }
   if (r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return;
   CaptureState* c = nullptr;
@@ -366,7 +366,7 @@ void wait_for_stream_work(CUstream to, int, StreamState* from) {
       throw CaptureError("a buffer last used on " + stream_words(from) +
                          ", which is capturing now, is used on another stream outside that capture, and its earlier "
                          "work cannot be waited for from there: use the buffer inside the capture, or before it begins");
-    check(cu.StreamWaitEvent(to, fence, 0), "cuStreamWaitEvent", Resource::of(ResourceKind::stream, to, from->device));
+    checked_call(cu.StreamWaitEvent, Resource::of(ResourceKind::stream, to, from->device), to, fence, 0);
     return;
   }
   order_after(to, from->handle, from->device);
@@ -378,10 +378,10 @@ void wait_for_stream_work(CUstream to, int, StreamState* from) {
 
 Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mode) {
   using namespace detail;
-  stream.require_handle("cuStreamBeginCapture");
+  stream.require_handle(cu.StreamBeginCapture.name());
   StreamState* s = stream_state_of(stream);
   Resource res = stream_resource(s);
-  check_not_poisoned("cuStreamBeginCapture", res);
+  check_not_poisoned(cu.StreamBeginCapture.name(), res);
   if (s->marks.capture() != nullptr) throw_already_capturing(s);
   run_deferred_tasks_if_any();
   prepare_for_capture(s->device);
@@ -399,12 +399,11 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
   if (!join_capture(state.get(), s)) throw_already_capturing(s);
   bool begun = false;
   try {
-    check(cu.StreamBeginCapture(stream.handle(), driver_mode(mode)), "cuStreamBeginCapture", res);
+    checked_call(cu.StreamBeginCapture, res, stream.handle(), driver_mode(mode));
     begun = true;
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t id = 0;
-    check(cu.StreamGetCaptureInfo(stream.handle(), &status, &id, nullptr, nullptr, nullptr), "cuStreamGetCaptureInfo",
-          res);
+    checked_call(cu.StreamGetCaptureInfo, res, stream.handle(), &status, &id, nullptr, nullptr, nullptr);
     state->id = id;
     if (mode != CaptureMode::relaxed) strict_count_owner.armed = true;  // made on this thread now
     std::lock_guard lock(registry_mutex);
@@ -619,12 +618,12 @@ Capture::~Capture() {
 }
 
 bool is_capturing(StreamRef stream) {
-  stream.require_handle("cuStreamIsCapturing");
+  stream.require_handle(cu.StreamIsCapturing.name());
+  Resource res = Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal());
   // On a poisoned device, fail before the driver, carrying the original (DESIGN 7).
-  check_not_poisoned("cuStreamIsCapturing", Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal()));
+  check_not_poisoned(cu.StreamIsCapturing.name(), res);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  check(cu.StreamIsCapturing(stream.handle(), &status), "cuStreamIsCapturing",
-        Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal()));
+  checked_call(cu.StreamIsCapturing, res, stream.handle(), &status);
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 

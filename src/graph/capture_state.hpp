@@ -13,6 +13,7 @@
 
 #include "cudakit/capture.hpp"
 #include "cudakit/detail/allocation.hpp"
+#include "cudakit/detail/function_state.hpp"
 #include "cudakit/detail/ref.hpp"
 #include "cudakit/detail/stream_state.hpp"
 #include "graph/graph_resources.hpp"
@@ -38,7 +39,7 @@ struct CaptureState {
   };
   std::unordered_map<Allocation*, Order> order;
   // The kernels launched in the capture (their state), each kept once by the graph.
-  std::unordered_set<const void*> kernels;
+  std::unordered_set<const FunctionState*> kernels;
 };
 
 /// The state cudakit keeps for `stream` (a borrowed stream's from the registry).
@@ -51,7 +52,7 @@ bool join_capture(CaptureState* c, StreamState* s);
 void leave_capture(CaptureState* c, StreamState* s) noexcept;
 
 /// The capture hook: records a buffer use on a captured stream (tracking.cpp calls it).
-void capture_use(void* capture, Allocation* allocation, StreamRef stream, Access access);
+void capture_use(CaptureState* capture, Allocation* allocation, StreamRef stream, Access access);
 
 /// `to` waits for the work submitted to `from` so far (StreamRef::wait between two
 /// streams while captures are in progress): joins `to` into `from`'s capture when `from`
@@ -68,13 +69,13 @@ void note_event_record(StreamState* stream, CUevent event);
 /// `event` was recorded inside this thread's capture, the stream joins it now, before the
 /// driver's wait (decision 14: marked, then other threads' pins waited for), and that
 /// capture is returned; else null.
-void* before_event_wait(StreamRef stream, StreamState* state, CUevent event);
+CaptureState* before_event_wait(StreamRef stream, StreamState* state, CUevent event);
 /// The wait failed: undoes before_event_wait's join, if it made one.
-void undo_event_wait_join(StreamState* state, void* joined) noexcept;
+void undo_event_wait_join(StreamState* state, CaptureState* joined) noexcept;
 /// After the wait: checks a join made before it against the driver (an event handle
 /// reused since, or recorded again through the raw driver, joins nothing); otherwise, if
 /// the driver now says the stream is in a cudakit capture, joins it.
-void after_event_wait(StreamRef stream, StreamState* state, void* joined);
+void after_event_wait(StreamRef stream, StreamState* state, CaptureState* joined);
 
 /// `to` waits for what `from` has submitted that it can wait for: nothing when `from` is
 /// dead (its work completed), the capture fence when `from` is capturing (the work before

@@ -9,6 +9,7 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "driver/checked_call.hpp"
 #include "graph/capture_state.hpp"
 #include "stream/deferred.hpp"
 #include "device/device_state.hpp"
@@ -145,7 +146,8 @@ void add_launch_use(std::vector<BufferUse>& uses, const BufferUse& use) {
 // The driver carries the reference as `resources`: detached where the host function is
 // queued, adopted back here.
 void CUDA_CB release_when_done(void* resources) {
-  detail::release_at_safe_point(detail::Ref<detail::GraphResources>(static_cast<detail::GraphResources*>(resources), detail::adopt));
+  auto* held = static_cast<detail::GraphResources*>(resources);
+  detail::release_at_safe_point(detail::Ref<detail::GraphResources>(held, detail::adopt));
 }
 
 // What letting go does with an error: a destructor parks it (it cannot throw); an update
@@ -166,12 +168,13 @@ void release_after_last_launch(detail::Ref<detail::GraphResources> own, detail::
   try {
     CUstream service = detail::service_stream(device);
     detail::wait_for_stream_work(service, device, last);
-    check(cu.LaunchHostFunc(service, &release_when_done, own.get()), "cuLaunchHostFunc",
-          Resource::of(ResourceKind::stream, service, device));
+    checked_call(cu.LaunchHostFunc, Resource::of(ResourceKind::stream, service, device), service, &release_when_done,
+                 own.get());
     (void)own.detach();  // queued: release_when_done adopts it
     return;
   } catch (const DriverError& e) {
-    if (errors == ReleaseErrors::throw_sticky && is_sticky(e.code())) throw;  // nothing runs on a poisoned device any more
+    // Nothing runs on a poisoned device any more: released as the error leaves.
+    if (errors == ReleaseErrors::throw_sticky && is_sticky(e.code())) throw;
     park_error({e.code(), "~GraphExec", std::string("could not queue the release of a graph's buffers after the "
                                                     "executable's last launch: ") + e.what()});
   } catch (const std::exception& e) {
@@ -196,7 +199,7 @@ void release_after_last_launch(detail::Ref<detail::GraphResources> own, detail::
     }
   }
   if (r == CUDA_SUCCESS || detail::poison_of(device) != nullptr) return;
-  park_driver_error(r, "cuStreamSynchronize", Resource::of(ResourceKind::stream, last->handle, device),
+  park_driver_error(r, cu.StreamSynchronize.name(), Resource::of(ResourceKind::stream, last->handle, device),
                     "~GraphExec (its buffers are kept: their last launch could not be waited for)");
   (void)own.detach();  // kept: a leak rather than a use after free
 }
@@ -208,7 +211,7 @@ GraphExec::GraphExec(const Graph& graph, const InstantiateOptions& options) {
   detail::run_deferred_tasks_if_any();
   int device = graph.device_ordinal();
   Resource res = Resource::of(ResourceKind::graph, graph.handle(), device);
-  check_not_poisoned("cuGraphInstantiateWithParams", res);
+  check_not_poisoned(cu.GraphInstantiateWithParams.name(), res);
   ContextRef(detail::library_context(device), device).make_current();
 
   CUDA_GRAPH_INSTANTIATE_PARAMS p{};
@@ -225,7 +228,7 @@ GraphExec::GraphExec(const Graph& graph, const InstantiateOptions& options) {
   if (r != CUDA_SUCCESS || p.result_out != CUDA_GRAPH_INSTANTIATE_SUCCESS) {
     if (exec != nullptr && r == CUDA_SUCCESS) cu.GraphExecDestroy(exec);
     if (r != CUDA_SUCCESS && (is_sticky(r) || is_capture_error(r) || r == CUDA_ERROR_OUT_OF_MEMORY))
-      check(r, "cuGraphInstantiateWithParams", res);  // poisons, or says what the capture error means
+      check(r, cu.GraphInstantiateWithParams.name(), res);  // poisons, or says what the capture error means
     std::string message = "cuGraphInstantiateWithParams on " + describe(res) + ": ";
     if (r != CUDA_SUCCESS) message += error_name(r) + ": " + error_description(r) + ": ";
     message += instantiate_words(p.result_out);
@@ -261,18 +264,18 @@ int GraphExec::device_ordinal() const noexcept { return state_ != nullptr ? stat
 std::size_t GraphExec::node_count() const { return checked("GraphExec::node_count").node_count; }
 
 void GraphExec::launch(StreamRef stream) {
-  detail::ExecState& s = checked("cuGraphLaunch");
-  stream.require_handle("cuGraphLaunch");
-  ExclusiveUse exclusive(s, "cuGraphLaunch");
+  detail::ExecState& s = checked(cu.GraphLaunch.name());
+  stream.require_handle(cu.GraphLaunch.name());
+  ExclusiveUse exclusive(s, cu.GraphLaunch.name());
   detail::run_deferred_tasks_if_any();
   Resource res = exec_resource(s);
-  check_not_poisoned("cuGraphLaunch", res);
+  check_not_poisoned(cu.GraphLaunch.name(), res);
   if (stream.device_ordinal() != s.device)
     throw InvalidArgument("cuGraphLaunch: " + describe(res) + " cannot be launched on a stream of device " +
                           std::to_string(stream.device_ordinal()));
   if (detail::active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]] {
     detail::StreamState* st = detail::stream_state_of(stream);
-    detail::check_capturing_thread(st, "cuGraphLaunch");
+    detail::check_capturing_thread(st, cu.GraphLaunch.name());
     if (st->marks.capture() != nullptr)
       throw CaptureError("cuGraphLaunch of " + describe(res) + " onto " +
                          describe(Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal())) +
@@ -283,7 +286,7 @@ void GraphExec::launch(StreamRef stream) {
   // Launch-time tracking (DESIGN 6): the replay is ordered after earlier uses of its
   // buffers on other streams, and later uses elsewhere are ordered after the replay.
   for (const BufferUse& u : s.uses) u.allocation->use(stream, u.access);
-  check(cu.GraphLaunch(s.handle, stream.handle()), "cuGraphLaunch", res);
+  checked_call(cu.GraphLaunch, res, s.handle, stream.handle());
   // A fault in the graph is reported by a later synchronize, which names this launch.
   detail::StreamState* st = detail::stream_state_of(stream);
   st->last_launch.store("a graph executable", std::memory_order_relaxed);
@@ -292,22 +295,22 @@ void GraphExec::launch(StreamRef stream) {
 }
 
 void GraphExec::upload(StreamRef stream) {
-  detail::ExecState& s = checked("cuGraphUpload");
-  stream.require_handle("cuGraphUpload");
-  ExclusiveUse exclusive(s, "cuGraphUpload");
+  detail::ExecState& s = checked(cu.GraphUpload.name());
+  stream.require_handle(cu.GraphUpload.name());
+  ExclusiveUse exclusive(s, cu.GraphUpload.name());
   Resource res = exec_resource(s);
-  check_not_poisoned("cuGraphUpload", res);
+  check_not_poisoned(cu.GraphUpload.name(), res);
   if (detail::active_captures.load(std::memory_order_relaxed) != 0)
-    detail::check_capturing_thread(detail::stream_state_of(stream), "cuGraphUpload");
-  check(cu.GraphUpload(s.handle, stream.handle()), "cuGraphUpload", res);
+    detail::check_capturing_thread(detail::stream_state_of(stream), cu.GraphUpload.name());
+  checked_call(cu.GraphUpload, res, s.handle, stream.handle());
 }
 
 void GraphExec::update(const Graph& graph) {
-  detail::ExecState& s = checked("cuGraphExecUpdate");
+  detail::ExecState& s = checked(cu.GraphExecUpdate.name());
   if (!graph) detail::throw_empty_handle("Graph");
-  ExclusiveUse exclusive(s, "cuGraphExecUpdate");
+  ExclusiveUse exclusive(s, cu.GraphExecUpdate.name());
   Resource res = exec_resource(s);
-  check_not_poisoned("cuGraphExecUpdate", res);
+  check_not_poisoned(cu.GraphExecUpdate.name(), res);
   if (graph.device_ordinal() != s.device)
     throw InvalidArgument("cuGraphExecUpdate: " + describe(res) + " cannot take a graph of device " +
                           std::to_string(graph.device_ordinal()));
@@ -330,7 +333,7 @@ void GraphExec::update(const Graph& graph) {
     message += "; the executable is unchanged: instantiate the new graph instead";
     throw GraphUpdateError(message, info.result, info.errorNode, info.errorFromNode);
   }
-  check(r, "cuGraphExecUpdate", res);
+  check(r, cu.GraphExecUpdate.name(), res);
   // The executable runs the new graph from now on: hold its resources, and let the old
   // ones go once the launches queued so far completed (Note [Graph lifetimes]).
   detail::Ref<detail::GraphResources> replaced =
@@ -342,13 +345,13 @@ void GraphExec::update(const Graph& graph) {
 
 void GraphExec::update_kernel_node(GraphNode node, CUfunction expected, void** params, const BufferUse* uses,
                                    std::size_t count, const std::size_t* sizes) {
-  detail::ExecState& s = checked("cuGraphExecKernelNodeSetParams");
+  detail::ExecState& s = checked(cu.GraphExecKernelNodeSetParams.name());
   if (!node) detail::throw_empty_handle("GraphNode");
-  ExclusiveUse exclusive(s, "cuGraphExecKernelNodeSetParams");
+  ExclusiveUse exclusive(s, cu.GraphExecKernelNodeSetParams.name());
   Resource res = exec_resource(s);
-  check_not_poisoned("cuGraphExecKernelNodeSetParams", res);
+  check_not_poisoned(cu.GraphExecKernelNodeSetParams.name(), res);
   CUDA_KERNEL_NODE_PARAMS p{};
-  check(cu.GraphKernelNodeGetParams(node.handle(), &p), "cuGraphKernelNodeGetParams", res);
+  checked_call(cu.GraphKernelNodeGetParams, res, node.handle(), &p);
   if (expected != nullptr && p.func != expected)
     throw InvalidArgument("update_kernel_arguments: " + node_words(node.handle()) +
                           " launches another kernel than the one whose arguments were given");
@@ -364,7 +367,7 @@ void GraphExec::update_kernel_node(GraphNode node, CUfunction expected, void** p
   p.kernelParams = count == 0 ? nullptr : params;
   p.extra = nullptr;
   ContextRef(detail::library_context(s.device), s.device).make_current();
-  check(cu.GraphExecKernelNodeSetParams(s.handle, node.handle(), &p), "cuGraphExecKernelNodeSetParams", res);
+  checked_call(cu.GraphExecKernelNodeSetParams, res, s.handle, node.handle(), &p);
   for (std::size_t i = 0; i < count; ++i)
     if (uses[i].allocation != nullptr) add_launch_use(s.uses, uses[i]);
 }
@@ -388,7 +391,7 @@ void GraphExec::reset() noexcept {
   try {
     detail::CaptureTolerantScope tolerant;  // destroying an executable beside a capture leaves it valid
     CUresult r = cu.GraphExecDestroy(s->handle);
-    if (r != CUDA_SUCCESS) park_driver_error(r, "cuGraphExecDestroy", exec_resource(*s), "~GraphExec");
+    if (r != CUDA_SUCCESS) park_driver_error(r, cu.GraphExecDestroy.name(), exec_resource(*s), "~GraphExec");
   } catch (const std::exception& e) {
     park_error({CUDA_SUCCESS, "~GraphExec", e.what()});
   }

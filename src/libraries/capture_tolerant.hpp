@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cudakit/detail/capture_guard.hpp"
+#include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 
 namespace cudakit::detail {
@@ -18,7 +19,7 @@ template <class Call>
 decltype(auto) capture_tolerant(int device, Call&& call) {
   CaptureTolerantScope tolerant(device);
   if (tolerant.refusal() != CUDA_SUCCESS && unsafe_calls_would_invalidate_a_capture())
-    check(tolerant.refusal(), "cuThreadExchangeStreamCaptureMode", Resource::of_device(device));
+    check(tolerant.refusal(), driver::cu.ThreadExchangeStreamCaptureMode.name(), Resource::of_device(device));
   return std::forward<Call>(call)();
 }
 

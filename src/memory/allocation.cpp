@@ -7,6 +7,7 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "driver/checked_call.hpp"
 #include "graph/capture_state.hpp"
 #include "stream/deferred.hpp"
 #include "device/device_state.hpp"
@@ -127,7 +128,7 @@ bool Allocation::is_shared_across_streams() const {
 void Allocation::use_slow(StreamRef stream, Access access) {
   StreamState* s = stream_state_of(stream);
   if (active_captures.load(std::memory_order_acquire) != 0) {
-    if (void* capture = s->marks.capture(); capture != nullptr) {
+    if (CaptureState* capture = s->marks.capture(); capture != nullptr) {
       // Work on a capturing stream runs only when the graph is launched: the graph
       // records the use (and keeps this allocation alive) and orders it at launch.
       if (capture_use_hook != nullptr) capture_use_hook(capture, this, stream, access);
@@ -204,13 +205,13 @@ void Allocation::synchronize_users() const {
     // (synchronizing the stream itself would be refused and invalidate the capture).
     if (pinned.capturing()) {
       if (CUevent fence = u->capture_fence.load(std::memory_order_acquire))
-        check(cu.EventSynchronize(fence), "cuEventSynchronize", Resource::of(ResourceKind::stream, u->handle, u->device));
+        checked_call(cu.EventSynchronize, Resource::of(ResourceKind::stream, u->handle, u->device), fence);
       continue;
     }
     if (CUresult r = cu.StreamSynchronize(u->handle); r != CUDA_SUCCESS) {
       Resource res = Resource::of(ResourceKind::stream, u->handle, u->device);
       res.last_launch = last_launch_of(u);  // a kernel's fault surfaces here
-      check(r, "cuStreamSynchronize", res);
+      check(r, cu.StreamSynchronize.name(), res);
     }
   }
 }

@@ -89,7 +89,7 @@ void StreamRef::wait(EventRef event) const {
     // The wait may make this stream join a capture (the event was recorded in one).
     detail::StreamState* s = detail::stream_state_of(*this);
     detail::check_capturing_thread(s, cu.StreamWaitEvent.name());
-    void* joined = detail::before_event_wait(*this, s, event.handle());
+    detail::CaptureState* joined = detail::before_event_wait(*this, s, event.handle());
     if (CUresult r = cu.StreamWaitEvent(handle_, event.handle(), 0); r != CUDA_SUCCESS) {
       detail::undo_event_wait_join(s, joined);
       check(r, cu.StreamWaitEvent.name(), res);

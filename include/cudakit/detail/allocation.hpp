@@ -39,7 +39,7 @@ CUDAKIT_API extern std::atomic<int> active_captures;
 /// Called for every tracked use on a capturing stream; set by the graph layer.
 /// Records the allocation in the capture (the graph keeps it alive) and orders the use
 /// against other streams of the same capture.
-using CaptureUseHook = void (*)(void* capture, struct Allocation* allocation, StreamRef stream, Access access);
+using CaptureUseHook = void (*)(CaptureState* capture, struct Allocation* allocation, StreamRef stream, Access access);
 CUDAKIT_API extern CaptureUseHook capture_use_hook;
 
 struct CUDAKIT_API Allocation {
