@@ -58,7 +58,7 @@ enum class Allocator {
 
 namespace detail {
 /// Allocates `bytes` on `stream`'s device; zero-fills on `stream` when asked.
-CUDAKIT_API Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator);
+CUDAKIT_API Ref<Allocation> allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator);
 /// EmptyHandle for the use of a moved-from DeviceBuffer.
 [[noreturn]] CUDAKIT_API void throw_moved_from_buffer();
 }  // namespace detail
@@ -92,13 +92,13 @@ class DeviceBuffer {
 
   /// Takes `other`'s memory; `other` is then moved-from: its uses throw EmptyHandle.
   DeviceBuffer(DeviceBuffer&& other) noexcept
-      : allocation_(std::exchange(other.allocation_, nullptr)), count_(std::exchange(other.count_, 0)),
+      : allocation_(std::move(other.allocation_)), count_(std::exchange(other.count_, 0)),
         moved_from_(std::exchange(other.moved_from_, true)) {}
   /// Frees this buffer's memory (as reset()) and takes `other`'s; `other` is then moved-from.
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
     if (this != &other) {
       reset();
-      allocation_ = std::exchange(other.allocation_, nullptr);
+      allocation_ = std::move(other.allocation_);
       count_ = std::exchange(other.count_, 0);
       moved_from_ = std::exchange(other.moved_from_, true);
     }
@@ -113,7 +113,7 @@ class DeviceBuffer {
   std::size_t size_bytes() const noexcept { return count_ * sizeof(T); }
   bool empty() const noexcept { return count_ == 0; }
   /// False for an empty or moved-from buffer.
-  explicit operator bool() const noexcept { return allocation_ != nullptr || count_ != 0; }
+  explicit operator bool() const noexcept { return allocation_ || count_ != 0; }
 
   /// The device address (0 when empty), the same as a typed pointer for raw kernel
   /// arguments and libraries (work through them is not tracked: order it yourself;
@@ -143,7 +143,7 @@ class DeviceBuffer {
   /// Frees the memory now (stream-ordered after every use) and leaves the buffer empty
   /// (usable as an empty range, also when it was moved from).
   void reset() noexcept {
-    if (allocation_ != nullptr) detail::release(std::exchange(allocation_, nullptr));
+    allocation_.reset();
     count_ = 0;
     moved_from_ = false;
   }
@@ -156,13 +156,13 @@ class DeviceBuffer {
 
   /// Internal: the allocation (tracking state) behind the buffer; null when empty or
   /// moved-from (never throws: for code that must not, such as destructors).
-  detail::Allocation* allocation() const noexcept { return allocation_; }
+  detail::Allocation* allocation() const noexcept { return allocation_.get(); }
 
  private:
   // The allocation for a use: EmptyHandle when moved from, null when empty.
   detail::Allocation* usable_allocation() const {
     require_not_moved_from();
-    return allocation_;
+    return allocation_.get();
   }
   static CUdeviceptr address_of(const detail::Allocation* a) noexcept { return a ? a->pointer : CUdeviceptr{0}; }
   static std::size_t bytes_for(std::size_t count) {
@@ -171,7 +171,7 @@ class DeviceBuffer {
                             std::to_string(sizeof(T)) + " bytes overflows size_t");
     return count * sizeof(T);
   }
-  detail::Allocation* allocation_ = nullptr;
+  detail::Ref<detail::Allocation> allocation_;
   std::size_t count_ = 0;
   bool moved_from_ = false;
 };

@@ -38,7 +38,7 @@ struct CUDAKIT_API HostRegistrationOptions {
 };
 
 namespace detail {
-CUDAKIT_API Allocation* register_host_memory(const void* data, std::size_t bytes, HostRegistrationOptions options,
+CUDAKIT_API Ref<Allocation> register_host_memory(const void* data, std::size_t bytes, HostRegistrationOptions options,
                                  CUdeviceptr* mapped);
 }  // namespace detail
 
@@ -62,12 +62,12 @@ class CUDAKIT_API HostRegistration {
                          options) {}
 
   HostRegistration(HostRegistration&& other) noexcept
-      : mapped_(std::exchange(other.mapped_, 0)), allocation_(std::exchange(other.allocation_, nullptr)),
+      : mapped_(std::exchange(other.mapped_, 0)), allocation_(std::move(other.allocation_)),
         bytes_(std::exchange(other.bytes_, 0)) {}
   HostRegistration& operator=(HostRegistration&& other) noexcept {
     if (this != &other) {
       reset();
-      allocation_ = std::exchange(other.allocation_, nullptr);
+      allocation_ = std::move(other.allocation_);
       mapped_ = std::exchange(other.mapped_, 0);
       bytes_ = std::exchange(other.bytes_, 0);
     }
@@ -81,28 +81,28 @@ class CUDAKIT_API HostRegistration {
   void* data() const noexcept { return allocation_ ? reinterpret_cast<void*>(allocation_->pointer) : nullptr; }
   /// The registered bytes, and whether a range is registered.
   std::size_t size_bytes() const noexcept { return bytes_; }
-  explicit operator bool() const noexcept { return allocation_ != nullptr; }
+  explicit operator bool() const noexcept { return static_cast<bool>(allocation_); }
   /// The device address of a mapped registration, 0 otherwise.
   CUdeviceptr mapped_pointer() const noexcept { return mapped_; }
 
   /// Blocks until the work submitted so far to every stream that used the range completed.
   void synchronize() const {
-    if (allocation_ != nullptr) allocation_->synchronize_users();
+    if (allocation_) allocation_->synchronize_users();
   }
 
   /// Unregisters now (after every stream that used the range) and leaves this empty.
   void reset() noexcept {
-    if (allocation_ != nullptr) detail::release(std::exchange(allocation_, nullptr));
+    allocation_.reset();
     mapped_ = 0;
     bytes_ = 0;
   }
 
   /// Internal: the allocation (tracking state) behind the registration.
-  detail::Allocation* allocation() const noexcept { return allocation_; }
+  detail::Allocation* allocation() const noexcept { return allocation_.get(); }
 
  private:
   CUdeviceptr mapped_ = 0;  // before allocation_: the allocating initializer sets it
-  detail::Allocation* allocation_ = nullptr;
+  detail::Ref<detail::Allocation> allocation_;
   std::size_t bytes_ = 0;
 };
 

@@ -52,7 +52,7 @@ class CUDAKIT_API Registration {
   void reset() noexcept;
 
   std::shared_ptr<detail::CommState> comm_;
-  cudakit::detail::Allocation* allocation_ = nullptr;
+  cudakit::detail::Ref<cudakit::detail::Allocation> allocation_;  // kept allocated while registered
   void* handle_ = nullptr;
 };
 

@@ -55,7 +55,7 @@ struct CUDAKIT_API PinnedOptions {
 namespace detail {
 /// Allocates `bytes` of portable page-locked memory; fills it with zeros when asked.
 /// Stores the device address of mapped memory in `*mapped` (0 otherwise).
-CUDAKIT_API Allocation* allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions options, CUdeviceptr* mapped);
+CUDAKIT_API Ref<Allocation> allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions options, CUdeviceptr* mapped);
 }  // namespace detail
 
 /// Owns `size()` elements of T in page-locked host memory (see above). Move-only;
@@ -87,12 +87,12 @@ class PinnedBuffer {
       : allocation_(detail::allocate_pinned_memory(bytes_for(count), true, options, &mapped_)), count_(count) {}
 
   PinnedBuffer(PinnedBuffer&& other) noexcept
-      : mapped_(std::exchange(other.mapped_, 0)), allocation_(std::exchange(other.allocation_, nullptr)),
+      : mapped_(std::exchange(other.mapped_, 0)), allocation_(std::move(other.allocation_)),
         count_(std::exchange(other.count_, 0)) {}
   PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
     if (this != &other) {
       reset();
-      allocation_ = std::exchange(other.allocation_, nullptr);
+      allocation_ = std::move(other.allocation_);
       mapped_ = std::exchange(other.mapped_, 0);
       count_ = std::exchange(other.count_, 0);
     }
@@ -107,7 +107,7 @@ class PinnedBuffer {
   std::size_t size_bytes() const noexcept { return count_ * sizeof(T); }
   bool empty() const noexcept { return count_ == 0; }
   /// False for a moved-from or default-constructed buffer.
-  explicit operator bool() const noexcept { return allocation_ != nullptr || count_ != 0; }
+  explicit operator bool() const noexcept { return allocation_ || count_ != 0; }
 
   /// Host access to the elements, as for a std::vector (null and an empty range when
   /// empty; operator[] is unchecked). Reading or writing through them is the host side:
@@ -133,18 +133,18 @@ class PinnedBuffer {
   /// Blocks until the work submitted so far to every stream that used this buffer has
   /// completed: after it, the host may read what copies wrote and overwrite what they read.
   void synchronize() const {
-    if (allocation_ != nullptr) allocation_->synchronize_users();
+    if (allocation_) allocation_->synchronize_users();
   }
 
   /// Frees the memory now (after every stream that used it) and leaves the buffer empty.
   void reset() noexcept {
-    if (allocation_ != nullptr) detail::release(std::exchange(allocation_, nullptr));
+    allocation_.reset();
     mapped_ = 0;
     count_ = 0;
   }
 
   /// Internal: the allocation (tracking state) behind the buffer.
-  detail::Allocation* allocation() const noexcept { return allocation_; }
+  detail::Allocation* allocation() const noexcept { return allocation_.get(); }
 
  private:
   static std::size_t bytes_for(std::size_t count) {
@@ -154,7 +154,7 @@ class PinnedBuffer {
     return count * sizeof(T);
   }
   CUdeviceptr mapped_ = 0;  // before allocation_: the allocating initializer sets it
-  detail::Allocation* allocation_ = nullptr;
+  detail::Ref<detail::Allocation> allocation_;
   std::size_t count_ = 0;
 };
 

@@ -4,10 +4,10 @@
 // Note [Graph lifetimes]. A graph's buffers must stay allocated until its last replay
 // finished, even when the user dropped every handle long before. cudakit holds them
 // itself, not through the driver:
-//   - a Graph (its GraphCore) holds one reference to its GraphResources; a graph is never
+//   - a Graph (its GraphCore) holds a Ref to its GraphResources; a graph is never
 //     launched itself, so that reference goes when the last Graph owner or executable
 //     holding the core lets go;
-//   - a GraphExec holds one reference to the resources of the graph it runs (the one it
+//   - a GraphExec holds a Ref to the resources of the graph it runs (the one it
 //     was instantiated or last updated from) and remembers the stream of its last
 //     launch. Launches of one executable run in order (a CUDA rule), so once the work
 //     queued on that stream so far has completed, every launch has. When the executable
@@ -16,10 +16,9 @@
 //     (graph_exec.cpp, release_after_last_launch);
 //   - an embedded (child) or cloned graph's resources are held by the parent's or the
 //     clone's (GraphResources::add_child).
-// An earlier design gave every graph a CUDA user object holding its resources; the driver
-// then tracks each launch's completion itself, which measured 1.7 to 10 us more per
-// replay of a 10-node graph and 6 to 8% more per instantiation on the H200
-// (docs/graphs.md). Raw use of Graph::handle() outside cudakit (instantiating it with
+// A CUDA user object per graph holding its resources would make the driver track each
+// launch's completion itself, which costs 1.7 to 10 us more per replay of a 10-node graph
+// and 6 to 8% more per instantiation on the H200 (docs/graphs.md). Raw use of Graph::handle() outside cudakit (instantiating it with
 // the driver directly) must therefore keep the Graph alive until that work completed.
 // Releases can be driver calls (cuMemFreeAsync), which may not be made while this
 // thread captures or inside a driver callback, so they go through a queue that cudakit

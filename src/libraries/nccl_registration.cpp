@@ -1,6 +1,8 @@
 // User-buffer registration (nccl_registration.hpp).
 #include "cudakit/nccl_registration.hpp"
 
+#include <utility>
+
 #include "libraries/nccl_comm_state.hpp"
 
 namespace cudakit::nccl {
@@ -22,8 +24,7 @@ Registration::Registration(const Communicator& comm, cudakit::detail::Allocation
   void* handle = nullptr;
   ncclResult_t r = api.CommRegister(s.comm, reinterpret_cast<void*>(pointer), bytes, &handle);
   if (r != ncclSuccess) throw s.error(r, "ncclCommRegister");
-  cudakit::detail::retain(allocation);
-  allocation_ = allocation;
+  allocation_ = cudakit::detail::Ref<cudakit::detail::Allocation>(allocation);
   comm_ = comm.state();
   handle_ = handle;
 }
@@ -37,8 +38,7 @@ void Registration::reset() noexcept {
         park_error({CUDA_SUCCESS, "nccl::Registration", comm_->error(r, "ncclCommDeregister").what()});
     }
   }
-  if (allocation_ != nullptr) cudakit::detail::release(allocation_);
-  allocation_ = nullptr;
+  allocation_.reset();
   handle_ = nullptr;
   comm_.reset();
 }
@@ -46,19 +46,15 @@ void Registration::reset() noexcept {
 Registration::~Registration() { reset(); }
 
 Registration::Registration(Registration&& other) noexcept
-    : comm_(std::move(other.comm_)), allocation_(other.allocation_), handle_(other.handle_) {
-  other.allocation_ = nullptr;
-  other.handle_ = nullptr;
-}
+    : comm_(std::move(other.comm_)), allocation_(std::move(other.allocation_)),
+      handle_(std::exchange(other.handle_, nullptr)) {}
 
 Registration& Registration::operator=(Registration&& other) noexcept {
   if (this != &other) {
     reset();
     comm_ = std::move(other.comm_);
-    allocation_ = other.allocation_;
-    handle_ = other.handle_;
-    other.allocation_ = nullptr;
-    other.handle_ = nullptr;
+    allocation_ = std::move(other.allocation_);
+    handle_ = std::exchange(other.handle_, nullptr);
   }
   return *this;
 }

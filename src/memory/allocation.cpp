@@ -99,9 +99,9 @@ void Allocation::operator delete(void* p, std::size_t size) noexcept {
   ::operator delete(p);
 }
 
-Allocation* Allocation::create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind,
-                               StreamRef stream) {
-  auto* a = new Allocation;
+Ref<Allocation> Allocation::create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind,
+                                   StreamRef stream) {
+  Ref<Allocation> a(new Allocation, adopt);
   a->pointer = pointer;
   a->bytes = bytes;
   a->device = device;
@@ -116,8 +116,6 @@ Allocation* Allocation::create(CUdeviceptr pointer, std::size_t bytes, int devic
 
 Allocation::~Allocation() {
   if (StreamState* o = owner_.load(std::memory_order_relaxed)) tracker_release(o);
-  if (last_writer_ != nullptr) tracker_release(last_writer_);
-  for (StreamState* r : readers_) tracker_release(r);
 }
 
 bool Allocation::is_shared_across_streams() const {
@@ -155,17 +153,16 @@ void Allocation::use_slow(StreamRef stream, Access access) {
     // Hand-off from the single stream: the owner is the last writer (allocation and
     // upload count as writes; reads on the owner are ordered through it as well).
     shared_.store(true, std::memory_order_relaxed);
-    last_writer_ = owner;  // the owner's tracker reference moves here
+    last_writer_ = TrackerRef(owner, adopt);  // the owner's tracker slot moves here
     owner_.store(nullptr, std::memory_order_release);
   }
 
   if (access == Access::read) {
     if (last_writer_ == s) return;
-    for (StreamState* r : readers_)
+    for (const TrackerRef& r : readers_)
       if (r == s) return;
-    if (last_writer_ != nullptr) order(s, last_writer_);
-    tracker_retain(s);
-    readers_.push_back(s);
+    if (last_writer_) order(s, last_writer_.get());
+    readers_.emplace_back(s);
     for (auto& slot : synced_readers_) {
       StreamState* expected = nullptr;
       if (slot.compare_exchange_strong(expected, s, std::memory_order_acq_rel)) break;
@@ -174,13 +171,11 @@ void Allocation::use_slow(StreamRef stream, Access access) {
   }
 
   // A write waits for the last writer and every reader, then owns the allocation alone.
-  if (last_writer_ != nullptr) order(s, last_writer_);
-  for (StreamState* r : readers_) order(s, r);
+  if (last_writer_) order(s, last_writer_.get());
+  for (const TrackerRef& r : readers_) order(s, r.get());
   for (auto& slot : synced_readers_) slot.store(nullptr, std::memory_order_release);
-  for (StreamState* r : readers_) tracker_release(r);
   readers_.clear();
-  if (last_writer_ != nullptr) tracker_release(last_writer_);
-  last_writer_ = nullptr;
+  last_writer_.reset();
   shared_.store(false, std::memory_order_relaxed);
   tracker_retain(s);
   owner_.store(s, std::memory_order_release);
@@ -191,8 +186,8 @@ void Allocation::synchronize_users() const {
   {
     std::lock_guard lock(mutex_);
     if (StreamState* o = owner_.load(std::memory_order_relaxed)) users.push_back(o);
-    if (last_writer_ != nullptr) users.push_back(last_writer_);
-    users.insert(users.end(), readers_.begin(), readers_.end());
+    if (last_writer_) users.push_back(last_writer_.get());
+    for (const TrackerRef& r : readers_) users.push_back(r.get());
   }
   // A stream state stays valid while the tracker names it; the caller is the one thread
   // mutating this allocation (like a standard container), so no one drops it meanwhile.
@@ -228,14 +223,14 @@ namespace {
 struct Users {
   StreamState* owner;
   StreamState* last_writer;
-  const std::vector<StreamState*>& readers;
+  const std::vector<TrackerRef>& readers;
 
   bool only_the_owner() const noexcept { return owner != nullptr && last_writer == nullptr && readers.empty(); }
   template <class F>
   void each(F&& f) const {
     if (owner != nullptr) f(owner);
     if (last_writer != nullptr) f(last_writer);
-    for (StreamState* r : readers) f(r);
+    for (const TrackerRef& r : readers) f(r.get());
   }
 };
 
@@ -374,7 +369,7 @@ void Allocation::destroy() noexcept {
     defer_to_safe_point([this] { destroy(); });
     return;
   }
-  const Users users{owner_.load(std::memory_order_relaxed), last_writer_, readers_};
+  const Users users{owner_.load(std::memory_order_relaxed), last_writer_.get(), readers_};
   if (kind == AllocationKind::pool && free_on_the_only_stream(users, pointer, device)) {
     delete this;
     return;

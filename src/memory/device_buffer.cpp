@@ -30,7 +30,7 @@ void throw_moved_from_buffer() {
       "0-element or reset() buffer is empty instead, and usable as an empty range)");
 }
 
-Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator) {
+Ref<Allocation> allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator) {
   const bool pool = allocator == Allocator::pool;
   const char* call = pool ? cu.MemAllocAsync.name() : cu.MemAlloc.name();
   stream.require_handle(call);
@@ -67,7 +67,7 @@ Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zer
   }
   if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_device_out_of_memory(call, device, bytes);
   check_on_stream(r, call, res, stream);  // a kernel's fault may surface here
-  Allocation* a = nullptr;
+  Ref<Allocation> a;
   try {
     a = Allocation::create(pointer, bytes, device, pool ? AllocationKind::pool : AllocationKind::plain, stream);
   } catch (...) {
@@ -75,20 +75,14 @@ Allocation* allocate_device_memory(StreamRef stream, std::size_t bytes, bool zer
     throw;
   }
   if (zero) {
+    // The memset's error is raised before `a` frees the memory, as the error leaves: a
+    // sticky code must poison the device with this error, the first one. Freed first, the
+    // free would fail on the dead context and poison it with cuMemFreeAsync's error, and
+    // the memset would then throw ContextPoisoned carrying the free instead of itself.
     CUresult z = cu.MemsetD8Async(pointer, 0, bytes, stream.handle());
-    if (z != CUDA_SUCCESS) {
-      // Raise the memset's error before freeing: a sticky code must poison the device with
-      // this error, the first one. Freed first, the free would fail on the dead context
-      // and poison it with cuMemFreeAsync's error, and the memset would then throw
-      // ContextPoisoned carrying the free instead of itself.
-      try {
-        check_on_stream(z, cu.MemsetD8Async.name(),
-                        Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device), stream);
-      } catch (...) {
-        release(a);
-        throw;
-      }
-    }
+    if (z != CUDA_SUCCESS)
+      check_on_stream(z, cu.MemsetD8Async.name(),
+                      Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), device), stream);
   }
   return a;
 }

@@ -12,7 +12,7 @@ namespace cudakit::detail {
 
 using driver::cu;
 
-Allocation* register_host_memory(const void* data, std::size_t bytes, HostRegistrationOptions options,
+Ref<Allocation> register_host_memory(const void* data, std::size_t bytes, HostRegistrationOptions options,
                                  CUdeviceptr* mapped) {
   *mapped = 0;
   if (bytes == 0) return nullptr;
@@ -29,7 +29,7 @@ Allocation* register_host_memory(const void* data, std::size_t bytes, HostRegist
   CUresult r = cu.MemHostRegister(p, bytes, flags);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_host_out_of_memory(cu.MemHostRegister.name(), res, bytes);
   check(r, cu.MemHostRegister.name(), res);
-  Allocation* a = nullptr;
+  Ref<Allocation> a;
   try {
     a = Allocation::create(reinterpret_cast<CUdeviceptr>(p), bytes, device, AllocationKind::registered_host,
                            StreamRef{});
@@ -39,11 +39,10 @@ Allocation* register_host_memory(const void* data, std::size_t bytes, HostRegist
   }
   try {
     if (options.mapped) checked_call(cu.MemHostGetDevicePointer, res, mapped, p, 0);
-    register_host_range(p, bytes, a);
+    register_host_range(p, bytes, a.get());
   } catch (...) {
     *mapped = 0;
-    release(a);  // unregisters it (nothing used it yet)
-    throw;
+    throw;  // `a` unregisters it (nothing used it yet)
   }
   return a;
 }

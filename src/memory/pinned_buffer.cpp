@@ -26,7 +26,7 @@ void throw_host_out_of_memory(const char* call, const Resource& resource, std::s
                     free_bytes, total_bytes);
 }
 
-Allocation* allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions options, CUdeviceptr* mapped) {
+Ref<Allocation> allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions options, CUdeviceptr* mapped) {
   *mapped = 0;
   if (bytes == 0) return nullptr;
   // Portable memory works with every device's context; device 0's context allocates it
@@ -44,7 +44,7 @@ Allocation* allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions o
   CUresult r = cu.MemHostAlloc(&p, bytes, flags);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) throw_host_out_of_memory(cu.MemHostAlloc.name(), res, bytes);
   check(r, cu.MemHostAlloc.name(), res);
-  Allocation* a = nullptr;
+  Ref<Allocation> a;
   try {
     a = Allocation::create(reinterpret_cast<CUdeviceptr>(p), bytes, device, AllocationKind::pinned_host, StreamRef{});
   } catch (...) {
@@ -54,11 +54,10 @@ Allocation* allocate_pinned_memory(std::size_t bytes, bool zero, PinnedOptions o
   try {
     res.handle = p;
     if (options.mapped) checked_call(cu.MemHostGetDevicePointer, res, mapped, p, 0);
-    register_host_range(p, bytes, a);
+    register_host_range(p, bytes, a.get());
   } catch (...) {
     *mapped = 0;
-    release(a);  // frees it (nothing used it yet)
-    throw;
+    throw;  // `a` frees it (nothing used it yet)
   }
   if (zero) std::memset(p, 0, bytes);
   return a;

@@ -234,8 +234,10 @@ namespace detail {
 
 namespace {
 std::mutex borrowed_mutex;
-std::unordered_map<CUstream, StreamState*>& borrowed() {
-  static auto* m = new std::unordered_map<CUstream, StreamState*>;  // never destroyed: states may outlive statics
+// Each state's first reference is the registry's, and the registry is never destroyed:
+// trackers may name a borrowed stream's state past the end of static destruction.
+std::unordered_map<CUstream, Ref<StreamState>>& borrowed() {
+  static auto* m = new std::unordered_map<CUstream, Ref<StreamState>>;
   return *m;
 }
 }  // namespace
@@ -244,12 +246,11 @@ StreamState* borrowed_stream_state(CUstream handle, int device) {
   std::lock_guard lock(borrowed_mutex);
   auto& m = borrowed();
   auto it = m.find(handle);
-  if (it != m.end()) return it->second;
-  auto* s = new StreamState;  // one reference held by the registry
+  if (it != m.end()) return it->second.get();
+  auto s = make_ref<StreamState>();
   s->handle = handle;
   s->device = device;
-  m.emplace(handle, s);
-  return s;
+  return m.emplace(handle, std::move(s)).first->second.get();
 }
 
 }  // namespace detail

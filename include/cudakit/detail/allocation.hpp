@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cudakit/export.hpp"
+#include "cudakit/detail/ref.hpp"
 #include "cudakit/detail/stream_state.hpp"
 #include "cudakit/stream.hpp"
 #include "cudakit/tracking.hpp"
@@ -58,8 +59,9 @@ struct CUDAKIT_API Allocation {
     use_slow(stream, access);
   }
 
-  /// Creates an allocation already owned by `stream` (its allocating stream).
-  static Allocation* create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind, StreamRef stream);
+  /// Creates an allocation already owned by `stream` (its allocating stream); the Ref
+  /// holds its first reference.
+  static Ref<Allocation> create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind, StreamRef stream);
 
   /// For tests and diagnostics: whether the allocation is tracked across streams now.
   bool is_shared_across_streams() const;
@@ -82,7 +84,9 @@ struct CUDAKIT_API Allocation {
 
   std::atomic<std::int32_t> refs_{1};
 
-  // Single-stream mode: the one stream that used the allocation (and wrote it last).
+  // Single-stream mode: the one stream that used the allocation (and wrote it last). It
+  // holds a tracker slot (tracker_retain), released by hand: an atomic, read without the
+  // lock by use()'s fast path, cannot be a TrackerRef.
   std::atomic<StreamState*> owner_{nullptr};
 
   // Tracked mode (owner_ is null): guarded by mutex_.
@@ -91,8 +95,8 @@ struct CUDAKIT_API Allocation {
   // without it on the repeated-read path, where it only says whether the synced slots
   // are worth a scan (their acquire loads carry the ordering).
   std::atomic<bool> shared_{false};
-  StreamState* last_writer_ = nullptr;
-  std::vector<StreamState*> readers_;  // streams that read since the last write, each ordered after it
+  TrackerRef last_writer_;
+  std::vector<TrackerRef> readers_;  // streams that read since the last write, each ordered after it
   // Lock-free copy of readers_ for the repeated-read fast path.
   static constexpr int synced_slots = 16;
   std::atomic<StreamState*> synced_readers_[synced_slots] = {};
