@@ -9,6 +9,7 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "libraries/blas_error.hpp"
 #include "libraries/blas_handle.hpp"
+#include "libraries/handle_pool.hpp"
 #include "libraries/blas_shapes.hpp"
 
 namespace cudakit {
@@ -32,15 +33,14 @@ struct Scalars {
 // One cuBLAS GEMM call in column-major form: cuBLAS's first operand is `first` (our B, or
 // A for a GEMV), its second `second`.
 cublasStatus_t call_gemm(const BlasSlot& slot, const ColumnMajorGemm& g, const Scalars& s, const void* first,
-                         const void* second, void* c, cudaDataType type, cudaDataType c_type,
-                         cublasComputeType_t compute, bool batched) {
+                         const void* second, void* c, cudaDataType type, cudaDataType c_type, bool batched) {
   const cublas::Api& api = *slot.api;
   if (batched)
     return api.GemmStridedBatchedEx(slot.handle, g.op_first, g.op_second, g.m, g.n, g.k, s.alpha(), first, type,
                                     g.ld_first, g.stride_first, second, type, g.ld_second, g.stride_second, s.beta(),
-                                    c, c_type, g.ldc, g.stride_c, g.count, compute, CUBLAS_GEMM_DEFAULT);
+                                    c, c_type, g.ldc, g.stride_c, g.count, g.compute, CUBLAS_GEMM_DEFAULT);
   return api.GemmEx(slot.handle, g.op_first, g.op_second, g.m, g.n, g.k, s.alpha(), first, type, g.ld_first, second,
-                    type, g.ld_second, s.beta(), c, c_type, g.ldc, compute, CUBLAS_GEMM_DEFAULT);
+                    type, g.ld_second, s.beta(), c, c_type, g.ldc, g.compute, CUBLAS_GEMM_DEFAULT);
 }
 
 /// "float", or "__nv_bfloat16 to float" for a GEMM that writes another type than it reads.
@@ -53,10 +53,11 @@ std::string gemm_type_words() {
 }  // namespace
 }  // namespace detail
 
-Blas::Blas(StreamRef stream) : slot_(detail::lease_blas_slot(stream, "Blas").release()), stream_(stream) {}
+Blas::Blas(StreamRef stream)
+    : slot_(detail::lease_handle<detail::BlasSlot>(stream, "Blas").release()), stream_(stream) {}
 
 void Blas::reset() noexcept {
-  detail::return_blas_slot(std::unique_ptr<detail::BlasSlot>(std::exchange(slot_, nullptr)));
+  detail::return_handle(std::unique_ptr<detail::BlasSlot>(std::exchange(slot_, nullptr)));
   stream_ = {};
 }
 
@@ -72,19 +73,17 @@ void Blas::gemm_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<O
   detail::ExclusiveUse::Guard guard(slot_->use, operation, res);
   const int device = res.device;
   constexpr cudaDataType type = detail::BlasType<T>::data;
-  const cublasComputeType_t compute = detail::compute_type(type, shape.tf32, operation);
-  const detail::ColumnMajorGemm g = detail::column_major_gemm(
-      operation, shape, batch, {a.size(), b.size(), c.size(), a.device_ordinal(), b.device_ordinal(), c.device_ordinal()},
-      device);
+  const detail::ColumnMajorGemm g =
+      detail::column_major_gemm(operation, shape, batch, detail::views_of(a, b, c), type, device);
   if (g.empty) return;
-  const detail::Scalars scalars(shape.alpha, shape.beta, compute);
+  const detail::Scalars scalars(shape.alpha, shape.beta, g.compute);
   detail::BlasSlot& slot = *slot_;
   enqueue(stream_, reads(a, b), writes(c, slot.workspace), [&](CUstream) {
     // cuBLAS may set the handle up on its first call (loading kernels, per-handle state):
     // inside a capture, relaxed mode keeps that out of the graph; the GEMM is captured as always.
     detail::CaptureTolerantScope tolerant(device);
-    cublasStatus_t status = detail::call_gemm(slot, g, scalars, b.data(), a.data(), c.data(), type,
-                                              detail::BlasType<Out>::data, compute, batch);
+    cublasStatus_t status =
+        detail::call_gemm(slot, g, scalars, b.data(), a.data(), c.data(), type, detail::BlasType<Out>::data, batch);
     detail::check_blas(status, batch ? cublas::Entry::GemmStridedBatchedEx : cublas::Entry::GemmEx, res, [&] {
       return detail::describe_gemm(batch ? "strided-batched gemm" : "gemm", detail::gemm_type_words<T, Out>().c_str(),
                                    shape, batch);
@@ -99,16 +98,14 @@ void Blas::gemv_views(DeviceSpan<const T> a, DeviceSpan<const T> x, DeviceSpan<T
   detail::ExclusiveUse::Guard guard(slot_->use, operation, res);
   const int device = res.device;
   constexpr cudaDataType type = detail::BlasType<T>::data;
-  const cublasComputeType_t compute = detail::compute_type(type, shape.tf32, operation);
-  const detail::ColumnMajorGemm g = detail::column_major_gemv(
-      operation, shape, {a.size(), x.size(), y.size(), a.device_ordinal(), x.device_ordinal(), y.device_ordinal()},
-      device);
+  const detail::ColumnMajorGemm g =
+      detail::column_major_gemv(operation, shape, detail::views_of(a, x, y), type, device);
   if (g.empty) return;
-  const detail::Scalars scalars(shape.alpha, shape.beta, compute);
+  const detail::Scalars scalars(shape.alpha, shape.beta, g.compute);
   detail::BlasSlot& slot = *slot_;
   enqueue(stream_, reads(a, x), writes(y, slot.workspace), [&](CUstream) {
     detail::CaptureTolerantScope tolerant(device);  // as in gemm_views
-    cublasStatus_t status = detail::call_gemm(slot, g, scalars, a.data(), x.data(), y.data(), type, type, compute, false);
+    cublasStatus_t status = detail::call_gemm(slot, g, scalars, a.data(), x.data(), y.data(), type, type, false);
     detail::check_blas(status, cublas::Entry::GemmEx, res,
                        [&] { return detail::describe_gemv(detail::BlasType<T>::name, shape); });
   });

@@ -7,6 +7,7 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "libraries/blas_error.hpp"
 #include "libraries/blas_shapes.hpp"
+#include "libraries/handle_pool.hpp"
 #include "libraries/lt_handle.hpp"
 
 namespace cudakit {
@@ -66,10 +67,11 @@ detail::LtPlan& plan_for(detail::LtSlot& slot, const detail::LtPlanKey& key, con
 
 }  // namespace
 
-BlasLt::BlasLt(StreamRef stream) : slot_(detail::lease_lt_slot(stream, "BlasLt").release()), stream_(stream) {}
+BlasLt::BlasLt(StreamRef stream)
+    : slot_(detail::lease_handle<detail::LtSlot>(stream, "BlasLt").release()), stream_(stream) {}
 
 void BlasLt::reset() noexcept {
-  detail::return_lt_slot(std::unique_ptr<detail::LtSlot>(std::exchange(slot_, nullptr)));
+  detail::return_handle(std::unique_ptr<detail::LtSlot>(std::exchange(slot_, nullptr)));
   stream_ = {};
 }
 
@@ -85,10 +87,8 @@ void BlasLt::matmul_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSp
   detail::ExclusiveUse::Guard guard(slot_->use, operation, res);
   const int device = res.device;
   constexpr cudaDataType type = detail::BlasType<T>::data;
-  const cublasComputeType_t compute = detail::compute_type(type, shape.tf32, operation);
-  const detail::ColumnMajorGemm g = detail::column_major_gemm(
-      operation, shape, nullptr,
-      {a.size(), b.size(), c.size(), a.device_ordinal(), b.device_ordinal(), c.device_ordinal()}, device);
+  const detail::ColumnMajorGemm g =
+      detail::column_major_gemm(operation, shape, nullptr, detail::views_of(a, b, c), type, device);
   check_epilogue(epilogue, with_bias, bias.size(), shape.n, bias.device_ordinal(), device);
   if (g.empty) return;
 
@@ -99,21 +99,8 @@ void BlasLt::matmul_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSp
            epilogue_name(epilogue);
   };
   const void* bias_pointer = with_bias ? static_cast<const void*>(bias.data()) : nullptr;
-  detail::LtPlanKey key{g.m,
-                        g.n,
-                        g.k,
-                        g.ld_first,
-                        g.ld_second,
-                        g.ldc,
-                        type,
-                        compute,
-                        static_cast<std::uint8_t>(g.op_first),
-                        static_cast<std::uint8_t>(g.op_second),
-                        static_cast<std::uint8_t>(epilogue),
-                        detail::alignment_of(b.data()),
-                        detail::alignment_of(a.data()),
-                        detail::alignment_of(c.data()),
-                        with_bias ? detail::alignment_of(bias_pointer) : std::uint16_t{0}};
+  const detail::LtPlanKey key =
+      detail::LtPlanKey::of(g, type, static_cast<std::uint8_t>(epilogue), b.data(), a.data(), c.data(), bias_pointer);
   detail::LtPlan& plan = plan_for(slot, key, bias_pointer, res, describe);
   const float alpha = static_cast<float>(shape.alpha), beta = static_cast<float>(shape.beta);
   enqueue(stream_, reads(a, b, bias), writes(c, slot.workspace), [&](CUstream s) {

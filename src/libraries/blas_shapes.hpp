@@ -15,6 +15,7 @@
 #include <string>
 
 #include "cudakit/blas.hpp"
+#include "cudakit/device_span.hpp"
 
 namespace cudakit::detail {
 
@@ -48,6 +49,12 @@ struct ViewSizes {
   int a_device = -1, b_device = -1, c_device = -1;
 };
 
+/// The ViewSizes of a call's three views (A, B, C; or A, x, y of a GEMV).
+template <class T, class Out>
+ViewSizes views_of(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<Out> c) noexcept {
+  return {a.size(), b.size(), c.size(), a.device_ordinal(), b.device_ordinal(), c.device_ordinal()};
+}
+
 /// The column-major form of a row-major GEMM, in cuBLAS's argument order.
 struct ColumnMajorGemm {
   cublasOperation_t op_first = CUBLAS_OP_N, op_second = CUBLAS_OP_N;  // on our B, on our A
@@ -56,18 +63,21 @@ struct ColumnMajorGemm {
   int ldc = 1;
   long long stride_first = 0, stride_second = 0, stride_c = 0;  // our B's, A's and C's
   int count = 1;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // compute_type() of the call
   bool empty = false;  // nothing to compute (m, n or the batch count is 0)
 };
 
-/// Checks `shape` (and `batch`, when given) against the views: every dimension at least 0
-/// and within cuBLAS's 32-bit arguments, leading dimensions and strides that fit, views that
-/// hold their matrices and lie on `device`. Throws InvalidArgument naming each dimension;
-/// `operation` ("Blas::gemm") starts the message.
+/// Checks `shape` (and `batch`, when given) on elements of `type` against the views: every
+/// dimension at least 0 and within cuBLAS's 32-bit arguments, leading dimensions and strides
+/// that fit, views that hold their matrices and lie on `device`, TF32 only on float. Throws
+/// InvalidArgument naming each dimension; `operation` ("Blas::gemm") starts the message.
+/// Allocates nothing unless it throws.
 ColumnMajorGemm column_major_gemm(const char* operation, const Gemm& shape, const StridedBatch* batch,
-                                  const ViewSizes& views, int device);
+                                  const ViewSizes& views, cudaDataType type, int device);
 
 /// The same for a GEMV, as a GEMM with one column (x is our B, y our C).
-ColumnMajorGemm column_major_gemv(const char* operation, const Gemv& shape, const ViewSizes& views, int device);
+ColumnMajorGemm column_major_gemv(const char* operation, const Gemv& shape, const ViewSizes& views, cudaDataType type,
+                                  int device);
 
 /// "gemm of float, C[m×n] = A[m×k]·Bᵀ[k×n] with m = 127, n = 65, k = 33, row-major, ..."
 /// for error messages.

@@ -100,6 +100,18 @@ struct Api {
   void* lt_library = nullptr;
 };
 
+/// The field of Api that holds an entry: `(api.*ApiField<Entry::Create>::pointer)(&handle)`
+/// calls cublasCreate.
+template <Entry E>
+struct ApiField;
+#define CUDAKIT_X(name, symbol, type)                 \
+  template <>                                         \
+  struct ApiField<Entry::name> {                      \
+    static constexpr type Api::*pointer = &Api::name; \
+  };
+CUDAKIT_CUBLAS_ENTRIES(CUDAKIT_X)
+#undef CUDAKIT_X
+
 /// Loads both libraries on first use (thread-safe) and returns their entries. Throws
 /// FeatureUnavailable naming every file tried when they cannot be found, or the entries
 /// missing from the files found.

@@ -7,8 +7,9 @@
 // primary contexts do; unit tests release them with the device states
 // (on_device_states_reset_for_testing).
 //
-// A slot is any type with `int device`, `CUstream stream` (the stream it was last bound
-// to) and `Slot* next` (the idle list's link, so giving back never allocates).
+// A slot is a PooledHandle (pooled_handle.hpp): `int device`, `CUstream stream` (the
+// stream it was last bound to), `Slot* next` (the idle list's link, so giving back never
+// allocates), `static create(device)` and `bind(stream, operation)`.
 #pragma once
 
 #include <cuda.h>
@@ -84,5 +85,44 @@ class HandlePool {
   };
   Shelf shelves_[max_devices];
 };
+
+/// The process's pool of `Slot`s.
+template <class Slot>
+HandlePool<Slot>& pool_of() {
+  static auto* p = new HandlePool<Slot>;  // never destroyed: handles outlive main's statics
+  return *p;
+}
+
+/// A handle for `stream`'s device, from the pool or new (Slot::create), bound to `stream`
+/// unless it is already (Slot::bind; one that fails to bind goes back to the pool, still a
+/// good handle). Throws EmptyHandle, ContextPoisoned, FeatureUnavailable, BlasError or
+/// DriverError; `operation` names the caller in messages.
+template <class Slot>
+std::unique_ptr<Slot> lease_handle(StreamRef stream, const char* operation) {
+  HandlePool<Slot>& pool = pool_of<Slot>();
+  std::unique_ptr<Slot> slot = pool.take_for(stream, operation);
+  if (slot == nullptr) slot = Slot::create(stream.device_ordinal());
+  if (slot->stream != stream.handle()) {
+    try {
+      slot->bind(stream, operation);
+    } catch (...) {
+      pool.give_back(std::move(slot));
+      throw;
+    }
+  }
+  return slot;
+}
+
+/// Gives a leased handle back to the pool (it stays bound to its stream).
+template <class Slot>
+void return_handle(std::unique_ptr<Slot> slot) noexcept {
+  if (slot != nullptr) pool_of<Slot>().give_back(std::move(slot));
+}
+
+/// Destroys every idle handle of the pool (unit tests, with the device states).
+template <class Slot>
+void release_idle_handles() {
+  pool_of<Slot>().take_all();
+}
 
 }  // namespace cudakit::detail

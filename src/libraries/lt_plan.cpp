@@ -56,6 +56,25 @@ std::size_t LtPlanKeyHash::operator()(const LtPlanKey& k) const noexcept {
   return seed;
 }
 
+LtPlanKey LtPlanKey::of(const ColumnMajorGemm& g, cudaDataType type, std::uint8_t epilogue, const void* first,
+                        const void* second, const void* c, const void* bias) noexcept {
+  return {g.m,
+          g.n,
+          g.k,
+          g.ld_first,
+          g.ld_second,
+          g.ldc,
+          type,
+          g.compute,
+          static_cast<std::uint8_t>(g.op_first),
+          static_cast<std::uint8_t>(g.op_second),
+          epilogue,
+          alignment_of(first),
+          alignment_of(second),
+          alignment_of(c),
+          bias != nullptr ? alignment_of(bias) : std::uint16_t{0}};
+}
+
 std::uint16_t alignment_of(const void* pointer) noexcept {
   auto p = reinterpret_cast<std::uintptr_t>(pointer);
   if (p == 0) return 256;

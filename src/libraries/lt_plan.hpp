@@ -28,6 +28,11 @@ struct LtPlanKey {
   // more are left out for it.
   std::uint16_t align_first = 0, align_second = 0, align_c = 0, align_bias = 0;
   bool operator==(const LtPlanKey&) const = default;
+
+  /// The key of the matmul `g` on `type` with `epilogue` (an Epilogue) and these pointers
+  /// (cuBLAS's first and second operands, C, the bias or null).
+  static LtPlanKey of(const ColumnMajorGemm& g, cudaDataType type, std::uint8_t epilogue, const void* first,
+                      const void* second, const void* c, const void* bias) noexcept;
 };
 
 struct LtPlanKeyHash {
