@@ -1,5 +1,7 @@
-// Internal: what the loaders of libraries opened at run time (NVRTC, cuBLAS) share: the
-// file the dynamic loader resolved, and an entry table loaded once.
+// Internal: what the loaders of libraries opened at run time (NVRTC, cuBLAS, NCCL) share:
+// opening the first of a list of candidate files, saying why each other one failed; looking
+// up their symbols, naming the missing ones; the file the dynamic loader resolved; and an
+// entry table loaded once.
 #pragma once
 
 #include <dlfcn.h>
@@ -23,6 +25,39 @@ inline std::string loaded_path(void* library, const std::string& fallback) {
       map->l_name[0] != '\0')
     return map->l_name;
   return fallback;
+}
+
+/// dlopen of `file` (RTLD_NOW | RTLD_LOCAL, so that two versions never clash); on failure
+/// null, and "\n  file: why" appended to `tried`.
+inline void* open_library(const std::string& file, std::string& tried) {
+  dlerror();
+  void* library = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* why = dlerror();
+    tried += "\n  " + file + ": " + (why != nullptr ? why : "not found");
+  }
+  return library;
+}
+
+/// A library opened from one of several candidate files.
+struct OpenedLibrary {
+  void* library = nullptr;  // null: none opened
+  std::string file;         // the candidate that opened
+};
+
+/// The first of `candidates` that opens; every failure before it is appended to `tried`.
+inline OpenedLibrary open_first(const std::vector<std::string>& candidates, std::string& tried) {
+  for (const std::string& file : candidates)
+    if (void* library = open_library(file, tried)) return {library, file};
+  return {};
+}
+
+/// Looks `name` up in `library` into `slot`. When it is missing and `missing` is given,
+/// appends the name to it (", " between names), so that one message lists them all.
+template <class Fn>
+void resolve_symbol(void* library, const char* name, Fn& slot, std::string* missing) {
+  slot = reinterpret_cast<Fn>(dlsym(library, name));
+  if (slot == nullptr && missing != nullptr) *missing += (missing->empty() ? "" : ", ") + std::string(name);
 }
 
 /// A library's entry table, loaded on its first use: one thread loads while the others

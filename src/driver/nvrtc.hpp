@@ -13,23 +13,17 @@
 
 namespace cudakit::nvrtc {
 
+// X(Name): one entry, the C symbol nvrtcName in the field Name.
+#define CUDAKIT_NVRTC_ENTRIES(X)                                                                          \
+  X(GetErrorString) X(Version) X(GetNumSupportedArchs) X(GetSupportedArchs) X(CreateProgram) X(DestroyProgram) \
+  X(CompileProgram) X(GetPTXSize) X(GetPTX) X(GetCUBINSize) X(GetCUBIN) X(GetProgramLogSize) X(GetProgramLog)   \
+  X(AddNameExpression) X(GetLoweredName)
+
 /// The NVRTC entries cudakit calls, resolved with dlsym.
 struct Api {
-  decltype(&::nvrtcGetErrorString) GetErrorString;
-  decltype(&::nvrtcVersion) Version;
-  decltype(&::nvrtcGetNumSupportedArchs) GetNumSupportedArchs;
-  decltype(&::nvrtcGetSupportedArchs) GetSupportedArchs;
-  decltype(&::nvrtcCreateProgram) CreateProgram;
-  decltype(&::nvrtcDestroyProgram) DestroyProgram;
-  decltype(&::nvrtcCompileProgram) CompileProgram;
-  decltype(&::nvrtcGetPTXSize) GetPTXSize;
-  decltype(&::nvrtcGetPTX) GetPTX;
-  decltype(&::nvrtcGetCUBINSize) GetCUBINSize;
-  decltype(&::nvrtcGetCUBIN) GetCUBIN;
-  decltype(&::nvrtcGetProgramLogSize) GetProgramLogSize;
-  decltype(&::nvrtcGetProgramLog) GetProgramLog;
-  decltype(&::nvrtcAddNameExpression) AddNameExpression;
-  decltype(&::nvrtcGetLoweredName) GetLoweredName;
+#define CUDAKIT_X(name) decltype(&::nvrtc##name) name = nullptr;
+  CUDAKIT_NVRTC_ENTRIES(CUDAKIT_X)
+#undef CUDAKIT_X
   int major = 0, minor = 0;  // nvrtcVersion, read at load
   std::string path;          // the file loaded
 };

@@ -1,6 +1,4 @@
-// The NVRTC loader: dlopen, dlsym, one table, loaded once.
-#include <dlfcn.h>
-
+// The NVRTC loader: the candidate files, one table, loaded once (loaded_library.hpp).
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -19,13 +17,6 @@ detail::LoadedOnce<Api, CompilerUnavailable>& state() {
   return *s;
 }
 
-template <class Fn>
-bool resolve(void* library, const char* name, Fn& slot, std::string& missing) {
-  slot = reinterpret_cast<Fn>(dlsym(library, name));
-  if (slot == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(name);
-  return slot != nullptr;
-}
-
 std::unique_ptr<Api> load() {
   std::vector<std::string> candidates;
   const char* override_path = std::getenv("CUDAKIT_LIBNVRTC");
@@ -36,18 +27,9 @@ std::unique_ptr<Api> load() {
     candidates = {"libnvrtc.so.13", "libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so.13",
                   "/usr/local/cuda/lib64/libnvrtc.so.12"};
   }
-  void* library = nullptr;
-  std::string tried, used;
-  for (const auto& c : candidates) {
-    dlerror();
-    library = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (library != nullptr) {
-      used = c;
-      break;
-    }
-    const char* why = dlerror();
-    tried += "\n  " + c + ": " + (why ? why : "not found");
-  }
+  std::string tried;
+  const detail::OpenedLibrary opened = detail::open_first(candidates, tried);
+  void* library = opened.library;
   if (library == nullptr)
     throw CompilerUnavailable(
         "NVRTC (runtime compilation) is not available: no libnvrtc could be opened" +
@@ -55,23 +37,11 @@ std::unique_ptr<Api> load() {
         "\nInstall the CUDA toolkit's NVRTC (12.x or 13.x), or point CUDAKIT_LIBNVRTC at libnvrtc.so");
 
   auto api = std::make_unique<Api>();
-  api->path = detail::loaded_path(library, used);
+  api->path = detail::loaded_path(library, opened.file);
   std::string missing;
-  resolve(library, "nvrtcGetErrorString", api->GetErrorString, missing);
-  resolve(library, "nvrtcVersion", api->Version, missing);
-  resolve(library, "nvrtcGetNumSupportedArchs", api->GetNumSupportedArchs, missing);
-  resolve(library, "nvrtcGetSupportedArchs", api->GetSupportedArchs, missing);
-  resolve(library, "nvrtcCreateProgram", api->CreateProgram, missing);
-  resolve(library, "nvrtcDestroyProgram", api->DestroyProgram, missing);
-  resolve(library, "nvrtcCompileProgram", api->CompileProgram, missing);
-  resolve(library, "nvrtcGetPTXSize", api->GetPTXSize, missing);
-  resolve(library, "nvrtcGetPTX", api->GetPTX, missing);
-  resolve(library, "nvrtcGetCUBINSize", api->GetCUBINSize, missing);
-  resolve(library, "nvrtcGetCUBIN", api->GetCUBIN, missing);
-  resolve(library, "nvrtcGetProgramLogSize", api->GetProgramLogSize, missing);
-  resolve(library, "nvrtcGetProgramLog", api->GetProgramLog, missing);
-  resolve(library, "nvrtcAddNameExpression", api->AddNameExpression, missing);
-  resolve(library, "nvrtcGetLoweredName", api->GetLoweredName, missing);
+#define CUDAKIT_X(name) detail::resolve_symbol(library, "nvrtc" #name, api->name, &missing);
+  CUDAKIT_NVRTC_ENTRIES(CUDAKIT_X)
+#undef CUDAKIT_X
   if (!missing.empty())
     throw CompilerUnavailable("NVRTC in " + api->path + " lacks " + missing +
                               "; cudakit needs the NVRTC of CUDA 12.0 or newer");

@@ -115,16 +115,6 @@ std::vector<Candidate> candidates(bool driver_has_cuda13) {
   return out;
 }
 
-void* open(const std::string& file, std::string& tried) {
-  dlerror();
-  void* library = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    const char* why = dlerror();
-    tried += "\n  " + file + ": " + (why ? why : "not found");
-  }
-  return library;
-}
-
 [[noreturn]] void unavailable(const std::string& message) {
   throw FeatureUnavailable("libcublas", 0, 0, message);
 }
@@ -142,12 +132,12 @@ std::unique_ptr<Api> load() {
   void* blas = nullptr;
   Candidate used;
   for (const Candidate& c : candidates(cuda13)) {
-    lt = open(c.lt, tried);
+    lt = detail::open_library(c.lt, tried);
     if (lt == nullptr) {
       tried += "\n  " + c.blas + ": not tried (it needs the libcublasLt above)";
       continue;
     }
-    blas = open(c.blas, tried);
+    blas = detail::open_library(c.blas, tried);
     if (blas != nullptr) {
       used = c;
       break;
@@ -170,11 +160,7 @@ std::unique_ptr<Api> load() {
   api->blas_library = blas;
   api->lt_library = lt;
   std::string missing;
-  auto resolve = [&](auto& slot, const char* name, bool from_lt) {
-    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(dlsym(from_lt ? lt : blas, name));
-    if (slot == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(name);
-  };
-#define CUDAKIT_X(name, symbol, type) resolve(api->name, #symbol, in_lt(Entry::name));
+#define CUDAKIT_X(name, symbol, type) detail::resolve_symbol(in_lt(Entry::name) ? lt : blas, #symbol, api->name, &missing);
   CUDAKIT_CUBLAS_ENTRIES(CUDAKIT_X)
 #undef CUDAKIT_X
   if (!missing.empty())

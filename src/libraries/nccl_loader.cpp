@@ -1,42 +1,25 @@
 // The NCCL loader (nccl_api.hpp): the search, dlopen, dlsym, one table, loaded once.
-#include <dlfcn.h>
 #include <glob.h>
-#include <link.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <sstream>
 #include <vector>
 
 #include "cudakit/nccl_error.hpp"
+#include "driver/loaded_library.hpp"
 #include "libraries/nccl_api.hpp"
 
 namespace cudakit::nccl::raw {
 
 namespace {
 
-struct LoaderState {
-  std::mutex mutex;
-  std::atomic<const Api*> ready{nullptr};
-  std::vector<std::unique_ptr<Api>> tables;  // kept: callers may hold a reference across a reset
-  std::optional<NcclUnavailable> failure;
-};
-
-LoaderState& state() {
-  static auto* s = new LoaderState;  // never destroyed: communicators may be released during static destruction
+detail::LoadedOnce<Api, NcclUnavailable>& state() {
+  // Never destroyed: communicators may be released during static destruction.
+  static auto* s = new detail::LoadedOnce<Api, NcclUnavailable>;
   return *s;
-}
-
-std::string loaded_path(void* library, const std::string& fallback) {
-  link_map* map = nullptr;
-  if (dlinfo(library, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr && map->l_name[0] != '\0')
-    return map->l_name;
-  return fallback;
 }
 
 std::vector<std::string> expand(const std::string& pattern) {
@@ -89,39 +72,24 @@ std::vector<std::string> search_order() {
   return unique;
 }
 
-template <class Fn>
-void resolve(void* library, const char* name, Fn& slot) {
-  slot = reinterpret_cast<Fn>(dlsym(library, name));
-}
-
 std::unique_ptr<Api> load() {
   keep_nvlink_multicast_off();  // before NCCL reads its environment
   const char* override_path = std::getenv("CUDAKIT_LIBNCCL");
   const bool overridden = override_path != nullptr && override_path[0] != '\0';
   std::vector<std::string> candidates = overridden ? std::vector<std::string>{override_path} : search_order();
-  void* library = nullptr;
-  std::string tried, used;
-  for (const auto& c : candidates) {
-    dlerror();
-    library = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (library != nullptr) {
-      used = c;
-      break;
-    }
-    const char* why = dlerror();
-    tried += "\n  " + c + ": " + (why ? why : "not found");
-  }
+  std::string tried;
+  const detail::OpenedLibrary opened = detail::open_first(candidates, tried);
+  void* library = opened.library;
   if (library == nullptr)
     throw NcclUnavailable("NCCL is not available: no libnccl.so.2 could be opened" +
                           std::string(overridden ? " (the path came from CUDAKIT_LIBNCCL)" : "") + "; tried:" + tried +
                           "\nInstall NCCL 2.18 or newer (the distribution's libnccl2, or pip's nvidia-nccl-cu13), or "
                           "point CUDAKIT_LIBNCCL at libnccl.so.2");
   auto api = std::make_unique<Api>();
-  api->path = loaded_path(library, used);
+  api->path = detail::loaded_path(library, opened.file);
   std::string missing;
-#define CUDAKIT_X(name, required)                                  \
-  resolve(library, "nccl" #name, api->name);                       \
-  if (required && api->name == nullptr) missing += (missing.empty() ? "" : ", ") + std::string("nccl" #name);
+#define CUDAKIT_X(name, required) \
+  detail::resolve_symbol(library, "nccl" #name, api->name, required ? &missing : nullptr);
   CUDAKIT_NCCL_ENTRIES(CUDAKIT_X)
 #undef CUDAKIT_X
   if (!missing.empty())
@@ -140,22 +108,7 @@ std::unique_ptr<Api> load() {
 
 void keep_nvlink_multicast_off() noexcept { setenv("NCCL_NVLS_ENABLE", "0", 0); }
 
-const Api& api() {
-  LoaderState& s = state();
-  if (const Api* a = s.ready.load(std::memory_order_acquire)) [[likely]]
-    return *a;
-  std::lock_guard lock(s.mutex);
-  if (const Api* a = s.ready.load(std::memory_order_relaxed)) return *a;
-  if (s.failure) throw *s.failure;
-  try {
-    s.tables.push_back(load());
-  } catch (const NcclUnavailable& e) {
-    s.failure.emplace(e);
-    throw;
-  }
-  s.ready.store(s.tables.back().get(), std::memory_order_release);
-  return *s.tables.back();
-}
+const Api& api() { return state().get(load); }
 
 std::string version_string(int v) {
   // NCCL's encoding: 2.8.x and older as X*1000 + Y*100 + Z, newer as X*10000 + Y*100 + Z.
@@ -168,19 +121,10 @@ namespace testing {
 
 void install(const Api& table) {
   keep_nvlink_multicast_off();
-  LoaderState& s = state();
-  std::lock_guard lock(s.mutex);
-  s.failure.reset();
-  s.tables.push_back(std::make_unique<Api>(table));
-  s.ready.store(s.tables.back().get(), std::memory_order_release);
+  state().install(std::make_unique<Api>(table));
 }
 
-void reset() {
-  LoaderState& s = state();
-  std::lock_guard lock(s.mutex);
-  s.ready.store(nullptr, std::memory_order_release);
-  s.failure.reset();
-}
+void reset() { state().reset(); }
 
 std::vector<std::string> candidates() {
   const char* override_path = std::getenv("CUDAKIT_LIBNCCL");
