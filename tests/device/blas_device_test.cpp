@@ -19,6 +19,7 @@
 
 #include "cudakit/blas.hpp"
 #include "cudakit/blas_lt.hpp"
+#include "blas_reference.hpp"
 #include "gpu_fixture.hpp"
 
 #ifdef CUDAKIT_HAVE_TEST_KERNELS
@@ -30,18 +31,9 @@ namespace {
 
 using testing::GpuTest;
 
-template <class T>
-double to_double(T v) {
-  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
-  else return static_cast<double>(v);
-}
-template <class T>
-T from_double(double v) {
-  if constexpr (std::is_same_v<T, __half>) return __float2half(static_cast<float>(v));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16(static_cast<float>(v));
-  else return static_cast<T>(v);
-}
+using testing::from_double;
+using testing::gelu;
+using testing::to_double;
 
 // How far a result may be from the double reference, relative to the sum of the magnitudes
 // that made it (Σ|alpha·a·b| + |beta·c| + |bias|): fp32 accumulation over a few hundred
@@ -54,33 +46,18 @@ double relative_bound(bool tf32 = false) {
   else return tf32 ? 4e-3 : 2e-5;
 }
 
-// A row-major reference: value and magnitude of each element of alpha·op(A)·op(B) + beta·C.
-template <class T>
+// A row-major reference: value and magnitude of each element of alpha·op(A)·op(B) + beta·C
+// (C packed; empty when beta is 0).
 struct Reference {
   std::vector<double> value, magnitude;
 };
 template <class T>
-Reference<T> reference(const Gemm& g, const std::vector<T>& a, const std::vector<T>& b, const std::vector<T>& c) {
-  const std::int64_t lda = g.lda ? g.lda : (g.transpose_a ? g.m : g.k);
-  const std::int64_t ldb = g.ldb ? g.ldb : (g.transpose_b ? g.k : g.n);
-  Reference<T> r{std::vector<double>(g.m * g.n), std::vector<double>(g.m * g.n)};
-  for (std::int64_t i = 0; i < g.m; ++i)
-    for (std::int64_t j = 0; j < g.n; ++j) {
-      double sum = 0, mag = 0;
-      for (std::int64_t p = 0; p < g.k; ++p) {
-        double x = to_double(a[g.transpose_a ? p * lda + i : i * lda + p]);
-        double y = to_double(b[g.transpose_b ? j * ldb + p : p * ldb + j]);
-        sum += x * y;
-        mag += std::fabs(x * y);
-      }
-      double old = c.empty() ? 0.0 : to_double(c[i * g.n + j]);
-      r.value[i * g.n + j] = g.alpha * sum + g.beta * old;
-      r.magnitude[i * g.n + j] = std::fabs(g.alpha) * mag + std::fabs(g.beta * old);
-    }
+Reference reference(const Gemm& g, const std::vector<T>& a, const std::vector<T>& b, const std::vector<T>& c) {
+  Reference r{std::vector<double>(g.m * g.n), {}};
+  for (std::size_t i = 0; i < c.size(); ++i) r.value[i] = to_double(c[i]);
+  testing::host_gemm(g, a, b, r.value, &r.magnitude);
   return r;
 }
-
-double gelu(double v) { return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); }
 
 class BlasGpuTest : public GpuTest {
  protected:
@@ -99,10 +76,7 @@ class BlasGpuTest : public GpuTest {
 
   template <class T>
   std::vector<T> random(std::size_t n) {
-    std::uniform_real_distribution<double> d(-1.0, 1.0);
-    std::vector<T> v(n);
-    for (auto& x : v) x = from_double<T>(d(rng_));
-    return v;
+    return testing::random_values<T>(rng_, n);
   }
   // Small integers (-3 to 3): every sum and product of a few hundred of them is exact in fp32.
   std::vector<float> integers(std::size_t n) {
@@ -228,9 +202,7 @@ TYPED_TEST(BlasLtTypedGpuTest, EveryEpilogueAtOddSizesMatchesTheHost) {
       std::vector<double> want(m * n), magnitude(m * n);
       for (std::int64_t i = 0; i < m * n; ++i) {
         double v = r.value[i] + (has_bias(e) ? to_double(hbias[i % n]) : 0.0);
-        if (e == Epilogue::relu || e == Epilogue::relu_bias) v = v < 0 ? 0 : v;
-        if (e == Epilogue::gelu || e == Epilogue::gelu_bias) v = gelu(v);
-        want[i] = v;
+        want[i] = testing::activation(v, e);
         magnitude[i] = r.magnitude[i] + (has_bias(e) ? std::fabs(to_double(hbias[i % n])) : 0.0);
       }
       this->expect_close(download(s, c), want, magnitude, 1.5 * relative_bound<T>(),

@@ -1,5 +1,6 @@
 // The fixture of the cuBLAS unit tests: the fake driver and the fake cuBLAS (which computes
-// on the host), fresh random data, and a row-major host reference to check results against.
+// on the host), fresh random data, and the row-major host reference (blas_reference.hpp) to
+// check results against.
 // At the end, the fake cuBLAS's problems (leaks, misuse) fail the test, after the pooled
 // handles were released with the device states.
 #pragma once
@@ -16,24 +17,11 @@
 #include "cudakit/blas.hpp"
 #include "cudakit/blas_lt.hpp"
 #include "cudakit/declared_work.hpp"
+#include "blas_reference.hpp"
 #include "fake_blas.hpp"
 #include "graph_fixture.hpp"
 
 namespace cudakit::testing {
-
-/// float from any element type the wrappers take, and back.
-template <class T>
-double to_double(T v) {
-  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
-  else return static_cast<double>(v);
-}
-template <class T>
-T from_double(double v) {
-  if constexpr (std::is_same_v<T, __half>) return __float2half(static_cast<float>(v));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16(static_cast<float>(v));
-  else return static_cast<T>(v);
-}
 
 /// The largest relative error a result of T may have against the double reference, for
 /// sums of up to a few hundred products of numbers in [-1, 1] (the fake computes in
@@ -44,26 +32,6 @@ double tolerance() {
   else if constexpr (std::is_same_v<T, __nv_bfloat16>) return 1.6e-2;
   else if constexpr (std::is_same_v<T, float>) return 1e-5;
   else return 1e-12;
-}
-
-/// A row-major GEMM on the host, in double: C = alpha·op(A)·op(B) + beta·C, with the
-/// leading dimensions of `g` (0: packed).
-template <class T>
-void host_gemm(const Gemm& g, const std::vector<T>& a, const std::vector<T>& b, std::vector<double>& c) {
-  const std::int64_t lda = g.lda ? g.lda : (g.transpose_a ? g.m : g.k);
-  const std::int64_t ldb = g.ldb ? g.ldb : (g.transpose_b ? g.k : g.n);
-  const std::int64_t ldc = g.ldc ? g.ldc : g.n;
-  for (std::int64_t i = 0; i < g.m; ++i)
-    for (std::int64_t j = 0; j < g.n; ++j) {
-      double sum = 0;
-      for (std::int64_t p = 0; p < g.k; ++p) {
-        double x = to_double(a[g.transpose_a ? p * lda + i : i * lda + p]);
-        double y = to_double(b[g.transpose_b ? j * ldb + p : p * ldb + j]);
-        sum += x * y;
-      }
-      double& out = c[i * ldc + j];
-      out = g.alpha * sum + (g.beta != 0 ? g.beta * out : 0.0);
-    }
 }
 
 class BlasTest : public GraphTestBase {
@@ -90,10 +58,7 @@ class BlasTest : public GraphTestBase {
   /// n values in [-1, 1] from this test's random stream, never all zero.
   template <class T>
   std::vector<T> random(std::size_t n) {
-    std::uniform_real_distribution<double> d(-1.0, 1.0);
-    std::vector<T> v(n);
-    for (auto& x : v) x = from_double<T>(d(rng_));
-    return v;
+    return random_values<T>(rng_, n);
   }
 
   /// A buffer holding `host`, written directly (the fake's device memory is host memory).

@@ -14,13 +14,8 @@ namespace {
 using testing::BlasTest;
 using testing::message_of;
 using cublas::Entry;
+using testing::activation;
 
-double activation(double v, Epilogue e) {
-  if (e == Epilogue::relu || e == Epilogue::relu_bias) return v < 0 ? 0 : v;
-  if (e == Epilogue::gelu || e == Epilogue::gelu_bias)
-    return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-  return v;
-}
 
 template <class T>
 class BlasLtTypedTest : public BlasTest {};

@@ -118,6 +118,72 @@ struct Preference {
   std::uint64_t max_workspace = 0;
 };
 
+// The name the ledger files each kind of object under (Blas::live takes it).
+template <class T>
+struct Kind;
+template <>
+struct Kind<Handle> {
+  static constexpr const char* name = "handle";
+};
+template <>
+struct Kind<LtHandle> {
+  static constexpr const char* name = "lt handle";
+};
+template <>
+struct Kind<Desc> {
+  static constexpr const char* name = "matmul desc";
+};
+template <>
+struct Kind<Layout> {
+  static constexpr const char* name = "layout";
+};
+template <>
+struct Kind<Preference> {
+  static constexpr const char* name = "preference";
+};
+
+// Files a new object in the ledger and hands it out as the library's opaque type.
+template <class T, class Out>
+cublasStatus_t hand_out(T* object, Out* out) {
+  *out = reinterpret_cast<Out>(object);
+  created(Kind<T>::name, object);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// A handle (cuBLAS's or cuBLASLt's) for the current context's device, made by `call`; an
+// allocation, so refused in a strict capture as the library's would be.
+template <class T, class Out>
+cublasStatus_t create_handle(Out* out, const char* call) {
+  if (out == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  int device = device_of(current_context());
+  if (device < 0) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (unsafe_call(call) != CUDA_SUCCESS) {
+    misuse(std::string(call) + " during a capture in a strict mode: it allocates, which invalidated the capture");
+    return CUBLAS_STATUS_ALLOC_FAILED;
+  }
+  auto* h = new T;
+  h->device = device;
+  return hand_out(h, out);
+}
+
+// Takes an object out of the ledger and frees it; `not_live` when it is not there.
+template <class T, class In>
+cublasStatus_t destroy_object(In object, cublasStatus_t not_live) {
+  auto* p = reinterpret_cast<T*>(object);
+  if (!destroyed(Kind<T>::name, p)) return not_live;
+  delete p;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// Frees an object left in the ledger, as the type its kind names.
+template <class... T>
+void free_as_kind(const std::string& kind, const void* p) {
+  (void)((kind == Kind<T>::name ? (delete static_cast<const T*>(p), true) : false) || ...);
+}
+void free_object(const std::string& kind, const void* p) {
+  free_as_kind<Handle, LtHandle, Desc, Layout, Preference>(kind, p);
+}
+
 constexpr std::uint64_t algorithm_mark = 0xc0ffee;
 constexpr std::size_t algorithm_workspace = 4096;  // what the fake's algorithms need
 
@@ -314,26 +380,12 @@ double scalar(const void* p, bool wide) { return wide ? *static_cast<const doubl
 
 cublasStatus_t Create(cublasHandle_t* out) {
   CUDAKIT_FAKE_ENTRY(Entry::Create);
-  if (out == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  int device = device_of(current_context());
-  if (device < 0) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (unsafe_call("cublasCreate_v2") != CUDA_SUCCESS) {
-    misuse("cublasCreate_v2 during a capture in a strict mode: it allocates, which invalidated the capture");
-    return CUBLAS_STATUS_ALLOC_FAILED;
-  }
-  auto* h = new Handle;
-  h->device = device;
-  *out = reinterpret_cast<cublasHandle_t>(h);
-  created("handle", h);
-  return CUBLAS_STATUS_SUCCESS;
+  return create_handle<Handle>(out, "cublasCreate_v2");
 }
 
 cublasStatus_t Destroy(cublasHandle_t handle) {
   CUDAKIT_FAKE_ENTRY(Entry::Destroy);
-  auto* h = reinterpret_cast<Handle*>(handle);
-  if (!destroyed("handle", h)) return CUBLAS_STATUS_NOT_INITIALIZED;
-  delete h;
-  return CUBLAS_STATUS_SUCCESS;
+  return destroy_object<Handle>(handle, CUBLAS_STATUS_NOT_INITIALIZED);
 }
 
 cublasStatus_t SetStream(cublasHandle_t handle, cudaStream_t stream) {
@@ -427,26 +479,12 @@ cublasStatus_t GemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t tra
 
 cublasStatus_t LtCreate(cublasLtHandle_t* out) {
   CUDAKIT_FAKE_ENTRY(Entry::LtCreate);
-  if (out == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  int device = device_of(current_context());
-  if (device < 0) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (unsafe_call("cublasLtCreate") != CUDA_SUCCESS) {
-    misuse("cublasLtCreate during a capture in a strict mode: it allocates, which invalidated the capture");
-    return CUBLAS_STATUS_ALLOC_FAILED;
-  }
-  auto* h = new LtHandle;
-  h->device = device;
-  *out = reinterpret_cast<cublasLtHandle_t>(h);
-  created("lt handle", h);
-  return CUBLAS_STATUS_SUCCESS;
+  return create_handle<LtHandle>(out, "cublasLtCreate");
 }
 
 cublasStatus_t LtDestroy(cublasLtHandle_t handle) {
   CUDAKIT_FAKE_ENTRY(Entry::LtDestroy);
-  auto* h = reinterpret_cast<LtHandle*>(handle);
-  if (!destroyed("lt handle", h)) return CUBLAS_STATUS_NOT_INITIALIZED;
-  delete h;
-  return CUBLAS_STATUS_SUCCESS;
+  return destroy_object<LtHandle>(handle, CUBLAS_STATUS_NOT_INITIALIZED);
 }
 
 std::size_t LtGetVersion() {
@@ -462,17 +500,12 @@ cublasStatus_t LtMatmulDescCreate(cublasLtMatmulDesc_t* out, cublasComputeType_t
   auto* d = new Desc;
   d->compute = compute;
   d->scale = scale;
-  *out = reinterpret_cast<cublasLtMatmulDesc_t>(d);
-  created("matmul desc", d);
-  return CUBLAS_STATUS_SUCCESS;
+  return hand_out(d, out);
 }
 
 cublasStatus_t LtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
   CUDAKIT_FAKE_ENTRY(Entry::LtMatmulDescDestroy);
-  auto* d = reinterpret_cast<Desc*>(desc);
-  if (!destroyed("matmul desc", d)) return CUBLAS_STATUS_INVALID_VALUE;
-  delete d;
-  return CUBLAS_STATUS_SUCCESS;
+  return destroy_object<Desc>(desc, CUBLAS_STATUS_INVALID_VALUE);
 }
 
 template <class T>
@@ -502,35 +535,23 @@ cublasStatus_t LtMatrixLayoutCreate(cublasLtMatrixLayout_t* out, cudaDataType ty
                                     int64_t ld) {
   CUDAKIT_FAKE_ENTRY(Entry::LtMatrixLayoutCreate);
   if (out == nullptr || ld < std::max<int64_t>(1, static_cast<int64_t>(rows))) return CUBLAS_STATUS_INVALID_VALUE;
-  auto* l = new Layout{type, rows, cols, ld};
-  *out = reinterpret_cast<cublasLtMatrixLayout_t>(l);
-  created("layout", l);
-  return CUBLAS_STATUS_SUCCESS;
+  return hand_out(new Layout{type, rows, cols, ld}, out);
 }
 
 cublasStatus_t LtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
   CUDAKIT_FAKE_ENTRY(Entry::LtMatrixLayoutDestroy);
-  auto* l = reinterpret_cast<Layout*>(layout);
-  if (!destroyed("layout", l)) return CUBLAS_STATUS_INVALID_VALUE;
-  delete l;
-  return CUBLAS_STATUS_SUCCESS;
+  return destroy_object<Layout>(layout, CUBLAS_STATUS_INVALID_VALUE);
 }
 
 cublasStatus_t LtMatmulPreferenceCreate(cublasLtMatmulPreference_t* out) {
   CUDAKIT_FAKE_ENTRY(Entry::LtMatmulPreferenceCreate);
   if (out == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  auto* p = new Preference;
-  *out = reinterpret_cast<cublasLtMatmulPreference_t>(p);
-  created("preference", p);
-  return CUBLAS_STATUS_SUCCESS;
+  return hand_out(new Preference, out);
 }
 
 cublasStatus_t LtMatmulPreferenceDestroy(cublasLtMatmulPreference_t preference) {
   CUDAKIT_FAKE_ENTRY(Entry::LtMatmulPreferenceDestroy);
-  auto* p = reinterpret_cast<Preference*>(preference);
-  if (!destroyed("preference", p)) return CUBLAS_STATUS_INVALID_VALUE;
-  delete p;
-  return CUBLAS_STATUS_SUCCESS;
+  return destroy_object<Preference>(preference, CUBLAS_STATUS_INVALID_VALUE);
 }
 
 cublasStatus_t LtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t preference,
@@ -646,13 +667,7 @@ Blas::Blas() { g_blas = this; }
 Blas::~Blas() {
   // What failed releases (or a leaking test) left behind: freed here, each as its kind.
   for (auto& [kind, objects] : ledger)
-    for (const void* p : objects) {
-      if (kind == "handle") delete static_cast<const Handle*>(p);
-      else if (kind == "lt handle") delete static_cast<const LtHandle*>(p);
-      else if (kind == "matmul desc") delete static_cast<const Desc*>(p);
-      else if (kind == "layout") delete static_cast<const Layout*>(p);
-      else if (kind == "preference") delete static_cast<const Preference*>(p);
-    }
+    for (const void* p : objects) free_object(kind, p);
   if (g_blas == this) g_blas = nullptr;
   cublas::testing::reset();
 }
@@ -667,25 +682,9 @@ Blas& Blas::current() {
 
 void Blas::install() {
   cublas::Api table;
-  table.Create = &Create;
-  table.Destroy = &Destroy;
-  table.SetStream = &SetStream;
-  table.SetWorkspace = &SetWorkspace;
-  table.GemmEx = &GemmEx;
-  table.GemmStridedBatchedEx = &GemmStridedBatchedEx;
-  table.LtCreate = &LtCreate;
-  table.LtDestroy = &LtDestroy;
-  table.LtGetVersion = &LtGetVersion;
-  table.LtMatmulDescCreate = &LtMatmulDescCreate;
-  table.LtMatmulDescDestroy = &LtMatmulDescDestroy;
-  table.LtMatmulDescSetAttribute = &LtMatmulDescSetAttribute;
-  table.LtMatrixLayoutCreate = &LtMatrixLayoutCreate;
-  table.LtMatrixLayoutDestroy = &LtMatrixLayoutDestroy;
-  table.LtMatmulPreferenceCreate = &LtMatmulPreferenceCreate;
-  table.LtMatmulPreferenceDestroy = &LtMatmulPreferenceDestroy;
-  table.LtMatmulPreferenceSetAttribute = &LtMatmulPreferenceSetAttribute;
-  table.LtMatmulAlgoGetHeuristic = &LtMatmulAlgoGetHeuristic;
-  table.LtMatmul = &LtMatmul;
+#define CUDAKIT_X(name, symbol, type) table.name = &name;
+  CUDAKIT_CUBLAS_ENTRIES(CUDAKIT_X)
+#undef CUDAKIT_X
   table.path = "(fake libcublas)";
   table.lt_path = "(fake libcublasLt)";
   table.version = 130100;
