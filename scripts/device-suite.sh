@@ -94,7 +94,9 @@ if want sanitize-examples && command -v compute-sanitizer >/dev/null; then
     # reported apart; every other finding fails the stage.
     sorted=$(python3 scripts/sanitizer-findings.py "$log" --library-own libnccl.so)
     counted_ok=$?
-    if [ "${errors:-x}" = 0 ]; then
+    if [ -z "$errors" ]; then
+      status=1  # no summary: the run crashed or timed out
+    elif [ "$errors" = 0 ]; then
       [ $rc -ne 0 ] && status=1
     elif [ $counted_ok -ne 0 ]; then
       status=1
