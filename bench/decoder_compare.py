@@ -157,6 +157,10 @@ def table(merged):
                      f"(F.linear, F.gelu, scaled_dot_product_attention): hidden relative L2 max "
                      f"{o['hidden_rel_l2_max']:.2e}; greedy tokens agree at {100 * o['token_agreement']:.2f}% "
                      f"({100 * o['token_agreement_within_bf16_resolution']:.2f}% counting ties within one bf16 step)")
+    for name, b in c.get("between_pytorch_computations", {}).items():
+        if isinstance(b, dict):
+            lines.append(f"  PyTorch {name.replace('_', ' ')}: hidden relative L2 max {b['hidden_rel_l2_max']:.2e}; "
+                         f"greedy tokens agree at {100 * b['token_agreement']:.2f}%")
     if "cudakit_token_agreement" in c.get("fp32_reference", {}):
         f = c["fp32_reference"]
         lines.append(f"  against the same function in fp32: cudakit's tokens agree at "

@@ -387,6 +387,35 @@ class SameRounding(Model):
         return self._head(x)
 
 
+class ReorderedSums(SameRounding):
+    """SameRounding with each GEMM summed in another order (the two halves of k apart, then
+    added): the kind of difference any two correct fp32-accumulating implementations have.
+    How far it moves the points measures how much the function itself amplifies the last
+    bit of an fp32 sum, whatever computes it."""
+
+    def _linear(self, x, p, name, gelu=False, residual=None):
+        w = p[name + ".weight"]
+        half = w.shape[1] // 2
+        xf = x.float()
+        y = (xf[..., :half] @ w[:, :half].t() + xf[..., half:] @ w[:, half:].t()) + p[name + ".bias"]
+        if residual is not None:
+            y = y + residual.float()
+        if gelu:
+            y = self.F.gelu(y, approximate="tanh")
+        return y.to(self.activation_dtype)
+
+
+def points_as_theirs(points):
+    """A PyTorch computation's points in the form compare_points takes cudakit's."""
+    torch = __import__("torch")
+    return (torch.stack([h.float() for _, h in points]), torch.stack([lg.argmax(-1) for lg, _ in points]))
+
+
+def summary_of(comparison):
+    keep = ("hidden_rel_l2_max", "token_agreement", "token_agreement_within_bf16_resolution")
+    return {k: comparison[k] for k in keep}
+
+
 def teacher_forced_points(model, prompts, forced):
     B, T = prompts.shape
     cache = model.new_cache(B, T + forced.shape[1] + 1)
@@ -470,7 +499,19 @@ def run_check(model, inputs, check_path):
     their_argmax = theirs["argmax"].long()
     points = teacher_forced_points(model, prompts, forced)
     ops = compare_points(points, their_hidden, their_argmax)
-    same = compare_points(teacher_forced_points(SameRounding(model), prompts, forced), their_hidden, their_argmax)
+    same_points = teacher_forced_points(SameRounding(model), prompts, forced)
+    same = compare_points(same_points, their_hidden, their_argmax)
+    # Two PyTorch computations against each other: how much of the difference between the
+    # sides the function's own sensitivity explains.
+    try:
+        as_theirs = points_as_theirs(same_points)
+        between_pytorch = {
+            "same_rounding_vs_reordered_sums": summary_of(compare_points(
+                teacher_forced_points(ReorderedSums(model), prompts, forced), *as_theirs)),
+            "same_rounding_vs_pytorch_ops": summary_of(compare_points(points, *as_theirs)),
+        }
+    except Exception as e:
+        between_pytorch = {"error": f"{type(e).__name__}: {e}"}
     try:
         reference = compare_with_fp32(model, prompts, forced, points, their_hidden, their_argmax)
     except Exception as e:  # the evidence is optional: the check itself stands without it
@@ -481,6 +522,7 @@ def run_check(model, inputs, check_path):
         "reference": "PyTorch with cudakit's rounding points (SameRounding)",
         "hidden_rel_l2_bound": HIDDEN_REL_L2_BOUND, "token_agreement_bound": TOKEN_AGREEMENT_BOUND,
         "pytorch_ops": ops,
+        "between_pytorch_computations": between_pytorch,
         "fp32_reference": reference,
         "passed": (same["hidden_rel_l2_max"] <= HIDDEN_REL_L2_BOUND and same["token_agreement"] >= TOKEN_AGREEMENT_BOUND
                    and ops["hidden_rel_l2_max"] <= HIDDEN_REL_L2_BOUND),
