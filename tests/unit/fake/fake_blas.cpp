@@ -333,24 +333,24 @@ bool capturing(CUstream s) {
   return fs != nullptr && fs->capturing;
 }
 
+// The bytes that `batch` operands of `one` elements each, `stride` elements apart, span.
+std::size_t operand_bytes(std::size_t one, long long stride, int batch, std::size_t element_size) {
+  if (one == 0) return 0;
+  return (static_cast<std::size_t>(std::max(batch, 1) - 1) * static_cast<std::size_t>(stride) + one) * element_size;
+}
+
 // The ordering model's view of one GEMM: each operand read, C written, the workspace written.
 void note_accesses(CUstream on, const HostGemm& g, const char* what, long long stride_a, long long stride_b,
                    long long stride_c, int batch, const void* workspace, std::size_t workspace_bytes) {
   Driver& d = Driver::current();
   const std::size_t es = element_bytes(g.type);
-  auto extent = [&](std::size_t one, long long stride) {
-    return one == 0 ? 0 : (static_cast<std::size_t>(batch - 1) * static_cast<std::size_t>(stride) + one) * es;
-  };
   const std::string w(what);
-  d.access(on, reinterpret_cast<std::uintptr_t>(g.a), extent(g.a_elements(), stride_a), false, w + " A");
-  d.access(on, reinterpret_cast<std::uintptr_t>(g.b), extent(g.b_elements(), stride_b), false, w + " B");
-  if (g.bias != nullptr) d.access(on, reinterpret_cast<std::uintptr_t>(g.bias), g.m * es, false, w + " bias");
-  const std::size_t c_es = element_bytes(g.c_type);
-  d.access(on, reinterpret_cast<std::uintptr_t>(g.c),
-           g.c_elements() == 0 ? 0 : (static_cast<std::size_t>(batch - 1) * static_cast<std::size_t>(stride_c) + g.c_elements()) * c_es,
-           true, w + " C");
-  if (workspace != nullptr)
-    d.access(on, reinterpret_cast<std::uintptr_t>(workspace), workspace_bytes, true, w + " workspace");
+  auto address = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  d.access(on, address(g.a), operand_bytes(g.a_elements(), stride_a, batch, es), false, w + " A");
+  d.access(on, address(g.b), operand_bytes(g.b_elements(), stride_b, batch, es), false, w + " B");
+  if (g.bias != nullptr) d.access(on, address(g.bias), g.m * es, false, w + " bias");
+  d.access(on, address(g.c), operand_bytes(g.c_elements(), stride_c, batch, element_bytes(g.c_type)), true, w + " C");
+  if (workspace != nullptr) d.access(on, address(workspace), workspace_bytes, true, w + " workspace");
 }
 
 // Checks cuBLAS's own argument rules and that every operand lies in device memory.
@@ -362,11 +362,9 @@ cublasStatus_t validate(const HostGemm& g, const char* call, long long stride_a,
   if (g.ldc < std::max(1, g.m)) return CUBLAS_STATUS_INVALID_VALUE;
   if (!known_type(g.type)) return CUBLAS_STATUS_NOT_SUPPORTED;
   const std::size_t es = element_bytes(g.type);
-  auto bytes = [&](std::size_t one, long long stride) {
-    return one == 0 ? 0 : (static_cast<std::size_t>(std::max(batch, 1) - 1) * static_cast<std::size_t>(stride) + one) * es;
-  };
-  if (!in_memory(g.a, bytes(g.a_elements(), stride_a)) || !in_memory(g.b, bytes(g.b_elements(), stride_b)) ||
-      !in_memory(g.c, bytes(g.c_elements(), stride_c) / es * element_bytes(g.c_type)) ||
+  if (!in_memory(g.a, operand_bytes(g.a_elements(), stride_a, batch, es)) ||
+      !in_memory(g.b, operand_bytes(g.b_elements(), stride_b, batch, es)) ||
+      !in_memory(g.c, operand_bytes(g.c_elements(), stride_c, batch, element_bytes(g.c_type))) ||
       (g.bias != nullptr && !in_memory(g.bias, g.m * es))) {
     misuse(std::string(call) + ": an operand lies outside device memory (the real one would fault)");
     return CUBLAS_STATUS_EXECUTION_FAILED;
