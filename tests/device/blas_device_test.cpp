@@ -240,7 +240,7 @@ class BlasWithKernelsGpuTest : public BlasGpuTest {
     launch(s, add_arrays_, cover(out.size()), a, b, out, int(out.size()));
   }
   void spin(StreamRef s, double ms) {
-    launch(s, spin_, LaunchConfig{1, 1}, static_cast<long long>(device().attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) * ms));
+    launch(s, spin_, LaunchConfig{1, 1}, cudakit::testing::spin_cycles(device(), ms));
   }
 
   // The cross-stream scenario: C is last written on stream b; stream a spins, then the GEMM

@@ -91,7 +91,7 @@ class GraphGpuTest : public GpuTest {
     return v;
   }
   long long spin_cycles(double ms) const {
-    return static_cast<long long>(device().attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) * ms);  // kHz * ms
+    return cudakit::testing::spin_cycles(device(), ms);
   }
 
   Context context_;

@@ -259,12 +259,12 @@ class Kernels {
       check(cu.ModuleGetFunction(&f, module_, name), "cuModuleGetFunction", Resource::none());
       functions_[name] = f;
     }
-    clock_khz_ = device.attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+    cycles_per_ms_ = cudakit::testing::spin_cycles(device, 1);
   }
   ~Kernels() { (void)cu.ModuleUnload(module_); }
 
   /// Clock cycles the GPU spends in `ms` milliseconds (roughly).
-  long long cycles(int ms) const { return static_cast<long long>(clock_khz_) * ms; }
+  long long cycles(int ms) const { return cycles_per_ms_ * ms; }
 
   void launch(const char* name, StreamRef s, unsigned grid, unsigned block, std::initializer_list<void*> args) const {
     context_.make_current();
@@ -316,7 +316,7 @@ class Kernels {
   Context context_;
   CUmodule module_ = nullptr;
   std::map<std::string, CUfunction> functions_;
-  int clock_khz_ = 0;
+  long long cycles_per_ms_ = 0;
 };
 
 class MemoryOrderingTest : public MemoryDeviceTest {

@@ -277,7 +277,7 @@ TEST_F(NcclDeviceTest, AKernelOnGpu1ReadingGpu0sBufferWaitsForItsWriter) {
   fill_pattern8(s0, x, 0xBD);
   fill_pattern8(s1, y, 0xBD);
   // A slow writer of x on GPU 0 (about 50 ms), then a reader of x on GPU 1.
-  long long cycles = 50LL * d0.attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+  long long cycles = cudakit::testing::spin_cycles(d0, 50);
   launch(s0, m0.kernel<void(const float*, float*, int, long long)>("slow_copy"), {grid_for(n, 256), 256},
          std::as_const(src), x, n, cycles);
   launch(s1, m1.kernel<void(const float*, float*, float, float, int)>("scale_offset"), {grid_for(n, 256), 256},

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cudakit/cudakit.hpp"
+#include "gpu_fixture.hpp"
 
 namespace cudakit::testing {
 namespace {
@@ -22,7 +23,7 @@ __global__ void spin_for(long long cycles) {
 // the runtime, as declared work with nothing declared (its device's context is current for
 // the runtime, for a stream of any device).
 inline void hold(StreamRef s, const Device& device, double ms) {
-  const auto cycles = static_cast<long long>(device.attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) * ms);  // kHz * ms
+  const long long cycles = cudakit::testing::spin_cycles(device, ms);
   enqueue(s, reads(), [&](CUstream h) { spin_for<<<1, 1, 0, h>>>(cycles); });
 }
 

@@ -80,7 +80,7 @@ TEST_F(RuntimeKernelTest, ItsPointerArgumentsAreOrderedAcrossStreamsLikeAModuleK
   fill_pattern8(b, out, 0xBD);
   a.synchronize();
   b.synchronize();
-  const long long cycles = static_cast<long long>(device().attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE)) * 100;
+  const long long cycles = cudakit::testing::spin_cycles(device(), 100);
   launch(a, spinner, LaunchConfig{1, 1}, cycles);
   launch(a, kernel, LaunchConfig{grid_for(n, 256), 256}, source, middle, 2.0f, 0.0f, n);  // writes middle on a
   launch(b, kernel, LaunchConfig{grid_for(n, 256), 256}, middle, out, 0.5f, 0.0f, n);     // reads it on b
