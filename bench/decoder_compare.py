@@ -151,12 +151,10 @@ def table(merged):
                      f"agree at {100 * c['token_agreement']:.2f}% of {c['token_positions']} positions"
                      + (f" ({100 * c['token_agreement_within_bf16_resolution']:.2f}% counting ties within one bf16 "
                         "step of PyTorch's largest logit)" if 'token_agreement_within_bf16_resolution' in c else ""))
-    if "pytorch_ops" in c:
-        o = c["pytorch_ops"]
-        lines.append(f"  (against PyTorch with cudakit's rounding points.) Against PyTorch's own ops "
-                     f"(F.linear, F.gelu, scaled_dot_product_attention): hidden relative L2 max "
-                     f"{o['hidden_rel_l2_max']:.2e}; greedy tokens agree at {100 * o['token_agreement']:.2f}% "
-                     f"({100 * o['token_agreement_within_bf16_resolution']:.2f}% counting ties within one bf16 step)")
+    if "token_agreement" in c.get("same_rounding", {}):
+        o = c["same_rounding"]
+        lines.append(f"  against PyTorch with cudakit's rounding points: hidden relative L2 max "
+                     f"{o['hidden_rel_l2_max']:.2e}; greedy tokens agree at {100 * o['token_agreement']:.2f}%")
     for name, b in c.get("between_pytorch_computations", {}).items():
         if isinstance(b, dict):
             lines.append(f"  PyTorch {name.replace('_', ' ')}: hidden relative L2 max {b['hidden_rel_l2_max']:.2e}; "
