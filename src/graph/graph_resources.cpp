@@ -1,5 +1,4 @@
-// What graphs keep alive, and the deferred queue that frees it at safe points (DESIGN 4
-// and 6).
+// What graphs keep alive, and its release at a safe point (DESIGN 4 and 6).
 //
 // Note [Graph lifetimes]. A graph's buffers must stay allocated until its last replay
 // finished, even when the user dropped every handle long before. cudakit holds them
@@ -35,58 +34,6 @@
 namespace cudakit::detail {
 
 using driver::cu;
-
-// ---- the deferred queue ----
-
-std::atomic<bool> deferred_tasks_pending{false};
-
-namespace {
-struct DeferredQueue {
-  std::mutex mutex;
-  std::vector<std::function<void()>> tasks;
-};
-DeferredQueue& deferred_queue() {
-  static auto* q = new DeferredQueue;  // never destroyed: driver threads may queue during exit
-  return *q;
-}
-thread_local bool draining = false;
-}  // namespace
-
-void defer_to_safe_point(std::function<void()> task) noexcept {
-  try {
-    auto& q = deferred_queue();
-    std::lock_guard lock(q.mutex);
-    q.tasks.push_back(std::move(task));
-    deferred_tasks_pending.store(true, std::memory_order_release);
-  } catch (...) {
-    park_error({CUDA_SUCCESS, "deferred release", "could not queue a release for a safe point; what it holds leaks"});
-  }
-}
-
-void run_deferred_tasks() noexcept {
-  if (draining || unsafe_calls_would_invalidate_a_capture()) return;
-  draining = true;
-  auto& q = deferred_queue();
-  for (;;) {
-    std::vector<std::function<void()>> tasks;
-    {
-      std::lock_guard lock(q.mutex);
-      tasks.swap(q.tasks);
-      deferred_tasks_pending.store(false, std::memory_order_relaxed);
-    }
-    if (tasks.empty()) break;
-    for (auto& task : tasks) {
-      try {
-        task();
-      } catch (const std::exception& e) {
-        park_error({CUDA_SUCCESS, "deferred release", e.what()});
-      } catch (...) {
-        park_error({CUDA_SUCCESS, "deferred release", "a deferred release threw an exception that is not a std::exception"});
-      }
-    }
-  }
-  draining = false;
-}
 
 void release_at_safe_point(Ref<GraphResources> resources) noexcept {
   if (!resources) return;
@@ -188,6 +135,7 @@ void release(GraphCore* core) noexcept {
 }
 
 }  // namespace cudakit::detail
+
 
 namespace cudakit {
 void run_deferred_releases() noexcept { detail::run_deferred_tasks(); }

@@ -306,8 +306,6 @@ bool defines_function(const std::string& text, const std::string& name) {
 // moved: "header: function". An entry that no longer occurs fails the test.
 const std::set<std::string> allowed_headers_away_from_their_implementation = {
     "src/graph/capture_state.hpp: stream_state_of",
-    "src/stream/deferred.hpp: defer_to_safe_point",
-    "src/stream/deferred.hpp: run_deferred_tasks",
 };
 
 TEST(SourceScan, EachPrivateHeaderSitsBesideTheFileThatImplementsIt) {
