@@ -1,6 +1,7 @@
 #include "cudakit/context.hpp"
 
-#include "cudakit/detail/capture_guard.hpp"
+#include "cudakit/detail/capture_counts.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "device/device_state.hpp"

@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "cudakit/detail/capture_guard.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "driver/checked_call.hpp"
@@ -40,9 +41,6 @@ namespace cudakit {
 using driver::cu;
 
 namespace detail {
-
-thread_local constinit std::atomic<int> strict_captures_on_this_thread{0};
-std::atomic<int> global_mode_captures{0};
 
 namespace {
 
@@ -198,36 +196,6 @@ void refuse_submission_from_other_thread(StreamState* state, const char* what) {
                      " refused: the stream is being captured into a graph by " + thread_words(owner) +
                      ", and work from another thread would land silently in that graph; submit it from the "
                      "capturing thread, or to another stream");
-}
-
-CaptureTolerantScope::CaptureTolerantScope(int device) : device_(device) {
-  if (active_captures.load(std::memory_order_relaxed) == 0) return;
-  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  CUresult r = cu.ThreadExchangeStreamCaptureMode(&mode);
-  if (r == CUDA_SUCCESS) {
-    previous_ = mode;
-    exchanged_ = true;
-    return;
-  }
-  refusal_ = r;
-  if (is_sticky(r)) {
-    check(r, cu.ThreadExchangeStreamCaptureMode.name(), device >= 0 ? Resource::of_device(device) : Resource::none());
-  }
-}
-
-CaptureTolerantScope::~CaptureTolerantScope() {
-  if (!exchanged_) return;
-  CUstreamCaptureMode mode = previous_;
-  CUresult r = CUDA_SUCCESS;
-  try {
-    r = cu.ThreadExchangeStreamCaptureMode(&mode);
-  } catch (...) {
-  }
-  // Non-sticky: the thread stays relaxed, which only lets more calls through. Sticky: the
-  // context is dead; parked (and so poisoning the device for what follows).
-  if (is_sticky(r))
-    park_driver_error(r, cu.ThreadExchangeStreamCaptureMode.name(),
-                      device_ >= 0 ? Resource::of_device(device_) : Resource::none(), "capture mode restore");
 }
 
 // ---- the tracking hook (Note [Tracking inside a capture]) ----

@@ -25,7 +25,7 @@
 #include <mutex>
 #include <string>
 
-#include "cudakit/detail/capture_guard.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "stream/deferred.hpp"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cudakit/context.hpp"
-#include "cudakit/detail/capture_guard.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "device/device_state.hpp"

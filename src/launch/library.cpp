@@ -4,7 +4,7 @@
 #include <mutex>
 #include <utility>
 
-#include "cudakit/detail/capture_guard.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/program.hpp"
 #include "device/device_state.hpp"

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "cudakit/declared_work.hpp"
-#include "cudakit/detail/capture_guard.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "libraries/blas_error.hpp"
 #include "libraries/blas_handle.hpp"
 #include "libraries/handle_pool.hpp"

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "cudakit/detail/capture_guard.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "cudakit/error.hpp"
 #include "libraries/blas_error.hpp"
 #include "libraries/handle_pool.hpp"

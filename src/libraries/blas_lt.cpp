@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cudakit/declared_work.hpp"
-#include "cudakit/detail/capture_guard.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "libraries/blas_error.hpp"
 #include "libraries/blas_shapes.hpp"
 #include "libraries/handle_pool.hpp"

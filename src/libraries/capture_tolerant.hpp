@@ -5,7 +5,8 @@
 
 #include <utility>
 
-#include "cudakit/detail/capture_guard.hpp"
+#include "cudakit/detail/capture_counts.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 

@@ -1,7 +1,7 @@
 // Handle workspaces (handle_setup.hpp).
 #include "libraries/handle_setup.hpp"
 
-#include "cudakit/detail/capture_guard.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "cudakit/device.hpp"
 #include "device/device_state.hpp"
 

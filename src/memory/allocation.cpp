@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cudakit/detail/allocation.hpp"
-#include "cudakit/detail/capture_guard.hpp"
+#include "cudakit/detail/capture_counts.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "driver/checked_call.hpp"
@@ -19,7 +19,6 @@ namespace cudakit::detail {
 using driver::cu;
 
 thread_local int manual_ordering_depth = 0;
-std::atomic<int> active_captures{0};
 CaptureUseHook capture_use_hook = nullptr;
 
 namespace {

@@ -1,6 +1,7 @@
 #include "cudakit/device_buffer.hpp"
 
-#include "cudakit/detail/capture_guard.hpp"
+#include "cudakit/detail/capture_counts.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "cudakit/device.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"

@@ -1,4 +1,4 @@
-#include "cudakit/detail/capture_guard.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "cudakit/memory_pool.hpp"
 
 #include <atomic>

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cudakit/context.hpp"
-#include "cudakit/detail/capture_guard.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "cudakit/detail/stream_state.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "cudakit/detail/capture_guard.hpp"
+#include "cudakit/detail/capture_counts.hpp"
 #include "cudakit/error.hpp"
 
 namespace cudakit::detail {

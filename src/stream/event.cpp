@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "cudakit/detail/capture_guard.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/stream.hpp"

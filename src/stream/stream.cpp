@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "cudakit/detail/capture_guard.hpp"
+#include "device/capture_tolerant_scope.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "graph/capture_state.hpp"

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "cudakit/capture.hpp"
-#include "cudakit/detail/capture_guard.hpp"
+#include "cudakit/detail/capture_counts.hpp"
 #include "cudakit/device_buffer.hpp"
 #include "cudakit/graph.hpp"
 #include "cudakit/graph_exec.hpp"

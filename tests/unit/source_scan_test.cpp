@@ -78,6 +78,7 @@ const std::map<std::string, std::string> public_header_layer = {
     {"context.hpp", "device"},
     {"peer_access.hpp", "device"},
     {"topology.hpp", "device"},
+    {"detail/capture_counts.hpp", "device"},
     {"stream.hpp", "stream"},
     {"event.hpp", "stream"},
     {"detail/stream_state.hpp", "stream"},
@@ -141,9 +142,6 @@ const std::set<std::pair<std::string, std::string>> allowed_upward_includes = {
     {"src/stream/event.cpp", "src/graph/capture_state.hpp"},
     {"src/memory/allocation.cpp", "src/graph/capture_state.hpp"},
     {"src/memory/device_buffer.cpp", "src/graph/capture_state.hpp"},
-    // The capture counters and the tolerant scope, which the device layer uses too.
-    {"src/device/device.cpp", "include/cudakit/detail/capture_guard.hpp"},
-    {"src/device/context.cpp", "include/cudakit/detail/capture_guard.hpp"},
 };
 
 // Public headers that CMake generates into the build folder (configure_file).

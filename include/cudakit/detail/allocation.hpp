@@ -17,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "cudakit/detail/capture_counts.hpp"
 #include "cudakit/export.hpp"
 #include "cudakit/detail/ref.hpp"
 #include "cudakit/detail/stream_state.hpp"
@@ -32,10 +33,6 @@ enum class AllocationKind : std::uint8_t {
   pinned_host,      // cuMemHostAlloc, freed with cuMemFreeHost (after the streams that used it finish)
   registered_host,  // cuMemHostRegister of user memory, undone with cuMemHostUnregister (likewise)
 };
-
-/// cudakit capture scopes in progress on any thread (graph.hpp). While zero, the
-/// tracker's fast path needs no capture check.
-CUDAKIT_API extern std::atomic<int> active_captures;
 
 /// Called for every tracked use on a capturing stream; set by the graph layer.
 /// Records the allocation in the capture (the graph keeps it alive) and orders the use
