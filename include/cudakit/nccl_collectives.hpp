@@ -95,13 +95,22 @@ struct Collective {
   int recv_device = -1;
 };
 
-/// Checks the communicator, the stream, the devices, the root or peer; throws.
-CUDAKIT_API void check_collective(const Communicator& comm, StreamRef stream, const Collective& c);
-/// InvalidArgument: "<what>: <a_words> has <a> elements, <b_words> <b>" unless a == b.
-CUDAKIT_API void require_count(const char* what, const char* a_words, std::size_t a, const char* b_words, std::size_t b);
-/// The NCCL call on `stream` (its context current), the capture's hold on the
-/// communicator, and the watch of the stream (nccl_communicator.hpp).
-CUDAKIT_API void submit_collective(const Communicator& comm, StreamRef stream, const Collective& c);
+/// Throws InvalidArgument: "<what>: <a_words> has <a> elements, <b_words> <b>".
+[[noreturn]] CUDAKIT_API void throw_count_mismatch(const char* what, const char* a_words, std::size_t a,
+                                                   const char* b_words, std::size_t b);
+/// InvalidArgument (throw_count_mismatch) unless a == b.
+inline void require_count(const char* what, const char* a_words, std::size_t a, const char* b_words, std::size_t b) {
+  if (a != b) [[unlikely]]
+    throw_count_mismatch(what, a_words, a, b_words, b);
+}
+/// Checks the call (the communicator, the stream, the devices, the root or peer, the
+/// buffers this rank uses), then submits it as declared work: `read` and `write` are
+/// ordered on `stream`, NCCL is called with the stream's context current, a capture keeps
+/// the communicator, and the stream is watched (nccl_communicator.hpp). One out-of-line
+/// call per collective: on one rank a collective costs a few microseconds of host time,
+/// so cudakit's part must stay small. Throws what the checks and NCCL report.
+CUDAKIT_API void submit(const Communicator& comm, const StreamRef& stream, const Collective& c, const Reads<1>& read,
+                        const Writes<1>& write);
 
 template <class T>
 DeviceSpan<const T> read_view(const DeviceBuffer<T>& b) {
@@ -127,15 +136,14 @@ template <class B>
 concept device_range = requires(B&& b) { read_view(b); };
 
 template <class In, class Out>
-void run(const Communicator& comm, StreamRef stream, Collective c, DeviceSpan<const In> in, DeviceSpan<Out> out) {
+void run(const Communicator& comm, const StreamRef& stream, Collective c, DeviceSpan<const In> in, DeviceSpan<Out> out) {
   static_assert(std::is_same_v<In, Out>, "the send and receive buffers must hold the same element type");
   c.type = data_type_v<Out>;
   c.send = in.device_pointer();
   c.recv = out.device_pointer();
   c.send_device = in.device_ordinal();
   c.recv_device = out.device_ordinal();
-  check_collective(comm, stream, c);
-  enqueue(stream, reads(in), writes(out), [&](CUstream) { submit_collective(comm, stream, c); });
+  submit(comm, stream, c, reads(in), writes(out));
 }
 
 }  // namespace detail

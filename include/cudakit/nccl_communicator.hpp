@@ -143,7 +143,7 @@ class CUDAKIT_API Communicator {
   /// The NCCL handle (ncclComm_t), for calls cudakit does not wrap; null when empty.
   ncclComm* handle() const;
   /// Internal: the shared state (graphs keep it alive).
-  const std::shared_ptr<detail::CommState>& state() const;
+  const std::shared_ptr<detail::CommState>& state() const noexcept { return state_; }
 
  private:
   explicit Communicator(std::shared_ptr<detail::CommState> state) noexcept : state_(std::move(state)) {}

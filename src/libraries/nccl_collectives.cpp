@@ -58,9 +58,10 @@ ncclResult_t call(const raw::Api& api, ncclComm_t comm, CUstream stream, const C
 
 // A capture of `stream` in progress (cudakit's) keeps the communicator alive in its graph;
 // returns whether the stream is capturing.
-bool hold_in_capture(StreamRef stream, const std::shared_ptr<CommState>& state) {
+bool hold_in_capture(const StreamRef& stream, const std::shared_ptr<CommState>& state) {
   using namespace cudakit::detail;
-  if (active_captures.load(std::memory_order_relaxed) == 0) return false;
+  if (active_captures.load(std::memory_order_relaxed) == 0) [[likely]]
+    return false;
   StreamState* s = stream_state_of(stream);
   auto* c = s->marks.capture();
   if (c == nullptr) return false;
@@ -68,54 +69,63 @@ bool hold_in_capture(StreamRef stream, const std::shared_ptr<CommState>& state) 
   return true;
 }
 
-}  // namespace
-
-void require_count(const char* what, const char* a_words, std::size_t a, const char* b_words, std::size_t b) {
-  if (a != b)
-    throw InvalidArgument(std::string(what) + ": " + a_words + " has " + std::to_string(a) + " elements, " + b_words +
-                          " " + std::to_string(b));
-}
-
-void check_collective(const Communicator& comm, StreamRef stream, const Collective& c) {
+// The checks before anything is declared or submitted; the messages are built only when
+// a check fails.
+const CommState& check(const Communicator& comm, const StreamRef& stream, const Collective& c) {
   const char* name = call_name(c.kind);
-  if (!comm) throw EmptyHandle(std::string(name) + " on an empty nccl::Communicator");
+  if (!comm) [[unlikely]]
+    throw EmptyHandle(std::string(name) + " on an empty nccl::Communicator");
   stream.require_handle(name);
   const CommState& s = *comm.state();
   s.throw_if_ended();
   auto on = [&](int device) { return "device " + std::to_string(device); };
-  if (stream.device_ordinal() != s.device)
+  if (stream.device_ordinal() != s.device) [[unlikely]]
     throw InvalidArgument(std::string(name) + " on " + s.words() + ": the stream is on " + on(stream.device_ordinal()));
   for (auto [device, words] : {std::pair{c.send_device, "send"}, std::pair{c.recv_device, "receive"}})
-    if (device >= 0 && device != s.device)
+    if (device >= 0 && device != s.device) [[unlikely]]
       throw InvalidArgument(std::string(name) + " on " + s.words() + ": the " + words + " buffer is on " + on(device));
-  if ((has_root(c.kind) || has_peer(c.kind)) && (c.root_or_peer < 0 || c.root_or_peer >= s.ranks))
+  if ((has_root(c.kind) || has_peer(c.kind)) && (c.root_or_peer < 0 || c.root_or_peer >= s.ranks)) [[unlikely]]
     throw InvalidArgument(std::string(name) + " on " + s.words() + ": " + (has_root(c.kind) ? "root " : "peer ") +
                           std::to_string(c.root_or_peer) + " is not a rank of the communicator");
   // A buffer the call reads or writes must exist where this rank uses it.
   const bool reads = c.kind != CollectiveKind::recv && (c.kind != CollectiveKind::broadcast || s.rank == c.root_or_peer);
   const bool writes = c.kind != CollectiveKind::send && (c.kind != CollectiveKind::reduce || s.rank == c.root_or_peer);
-  if (c.count > 0 && ((reads && c.send == 0) || (writes && c.recv == 0)))
+  if (c.count > 0 && ((reads && c.send == 0) || (writes && c.recv == 0))) [[unlikely]]
     throw InvalidArgument(std::string(name) + " on " + s.words() + ": the " + (reads && c.send == 0 ? "send" : "receive") +
                           " buffer is empty, and this rank uses it");
+  return s;
 }
 
-void submit_collective(const Communicator& comm, StreamRef stream, const Collective& c) {
-  const std::shared_ptr<CommState>& state = comm.state();
+// The NCCL call itself, with the communicator's call_mutex held (Note [NCCL calls and the
+// watchdog]); the declared uses are ordered and the context is current.
+void call_locked(const std::shared_ptr<CommState>& state, const StreamRef& stream, CUstream handle, const Collective& c) {
   CommState& s = *state;
-  const raw::Api& api = raw::api();
-  const char* name = call_name(c.kind);
   std::lock_guard lock(s.call_mutex);
   s.throw_if_ended();
   const bool capturing = hold_in_capture(stream, state);
-  ncclResult_t r = call(api, s.comm, stream.handle(), c);
-  if (in_group()) {
+  ncclResult_t r = call(raw::api(), s.comm, handle, c);
+  if (in_group()) [[unlikely]] {
     // NCCL launches the group's work at its end, which waits for progress and watches.
-    if (r != ncclSuccess && r != ncclInProgress) throw s.error(r, name);
+    if (r != ncclSuccess && r != ncclInProgress) throw s.error(r, call_name(c.kind));
     note_in_group({state, capturing ? StreamRef() : stream, false});
     return;
   }
-  s.check_call(r, name);
+  if (r != ncclSuccess) [[unlikely]]
+    s.check_call(r, call_name(c.kind));
   if (!capturing && s.needs_watch()) s.watch(stream);
+}
+
+}  // namespace
+
+void throw_count_mismatch(const char* what, const char* a_words, std::size_t a, const char* b_words, std::size_t b) {
+  throw InvalidArgument(std::string(what) + ": " + a_words + " has " + std::to_string(a) + " elements, " + b_words + " " +
+                        std::to_string(b));
+}
+
+void submit(const Communicator& comm, const StreamRef& stream, const Collective& c, const Reads<1>& read,
+            const Writes<1>& write) {
+  check(comm, stream, c);
+  enqueue(stream, read, write, [&](CUstream handle) { call_locked(comm.state(), stream, handle, c); });
 }
 
 }  // namespace detail

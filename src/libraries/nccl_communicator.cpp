@@ -393,7 +393,6 @@ int Communicator::size() const { return require(state_, "Communicator::size").ra
 Device Communicator::device() const { return Device::get(require(state_, "Communicator::device").device); }
 const Options& Communicator::options() const { return require(state_, "Communicator::options").options; }
 ncclComm* Communicator::handle() const { return state_ ? state_->comm : nullptr; }
-const std::shared_ptr<CommState>& Communicator::state() const { return state_; }
 
 void Communicator::check() const {
   CommState& s = require(state_, "Communicator::check");
