@@ -71,7 +71,7 @@ enum class CaptureMode {
 };
 
 namespace detail {
-struct CaptureState;
+struct GraphCapture;
 }
 
 /// A capture in progress on one stream. Ends on every exit path: the destructor ends an
@@ -99,7 +99,7 @@ class CUDAKIT_API Capture {
  private:
   StreamRef stream_;
   CaptureMode mode_;
-  detail::CaptureState* state_ = nullptr;
+  detail::GraphCapture* state_ = nullptr;
 };
 
 namespace detail {

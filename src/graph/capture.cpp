@@ -1,27 +1,20 @@
-// Stream capture: the scope, the tracking hook, joins and forks (DESIGN 6 and 9).
+// Stream capture: the scope, and what a capture hands to its graph (DESIGN 6 and 9).
 //
-// Note [Tracking inside a capture]. Work on a capturing stream runs only when the graph
-// is launched, perhaps never, perhaps a thousand times, perhaps on another stream. So a
-// use inside a capture must not change the buffer's live tracking (its last writer stays
-// the stream that really wrote it), and must not wait for anything recorded before the
-// capture (the driver refuses that: STREAM_CAPTURE_ISOLATION). Instead the capture
-//   - records the buffer in the graph's resources (kept alive; ordered at each launch,
-//     graph_exec.cpp), and
-//   - orders uses across the capture's own streams, like live tracking does across live
-//     streams: an event recorded on one captured stream and waited on another, which the
-//     driver turns into a graph edge.
-// A stream outside the capture that must wait for a capturing stream's earlier work waits
-// on that stream's capture fence, recorded just before the stream entered the capture.
+// A capture's books (its owning thread, its streams and their marks, the order of buffer
+// uses among them) are the stream layer's (src/stream/capture_state.hpp), where streams
+// and buffers reach them. Here a capture is a GraphCapture (graph_capture.hpp): those
+// books, and what the capture hands to its graph at the end: the resources the graph keeps
+// alive and the kernels launched so far, each kept once. Streams and buffers hand over
+// their part through the two hooks installed below, since they cannot name a graph's
+// resources.
 #include "cudakit/capture.hpp"
 
-#include <algorithm>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include "cudakit/detail/capture_guard.hpp"
@@ -31,7 +24,8 @@
 #include "driver/checked_call.hpp"
 #include "cudakit/kernel.hpp"
 #include "cudakit/memory_pool.hpp"
-#include "graph/capture_state.hpp"
+#include "graph/graph_capture.hpp"
+#include "stream/stream_state_of.hpp"
 #include "stream/deferred.hpp"
 #include "device/device_state.hpp"
 #include "stream/event_pool.hpp"
@@ -44,19 +38,27 @@ namespace detail {
 
 namespace {
 
-[[maybe_unused]] const bool capture_hook_installed = (capture_use_hook = &capture_use, true);
+// A host callback submitted to a capturing stream: the graph owns it and runs it at every
+// launch.
+HostCallback* keep_callback(CaptureState* c, std::unique_ptr<HostCallback> callback) {
+  return graph_capture(c).resources->add_callback(std::move(callback));
+}
+
+// A buffer used on a capturing stream: the graph keeps it alive, with how it was used.
+void keep_buffer(CaptureState* c, Allocation* allocation, Access access) {
+  graph_capture(c).resources->add_use(allocation, access);
+}
+
+[[maybe_unused]] const bool capture_hooks_installed =
+    (keep_callback_for_capture = &keep_callback, keep_buffer_for_capture = &keep_buffer, true);
+
+Resource stream_resource(const StreamState* s) { return Resource::of(ResourceKind::stream, s->handle, s->device); }
 
 std::string thread_words(std::thread::id id) {
   std::ostringstream out;
   out << "thread " << id;
   return out.str();
 }
-
-std::string stream_words(const StreamState* s) {
-  return describe(Resource::of(ResourceKind::stream, s->handle, s->device));
-}
-
-Resource stream_resource(const StreamState* s) { return Resource::of(ResourceKind::stream, s->handle, s->device); }
 
 CUstreamCaptureMode driver_mode(CaptureMode mode) {
   switch (mode) {
@@ -65,100 +67,6 @@ CUstreamCaptureMode driver_mode(CaptureMode mode) {
     case CaptureMode::relaxed: return CU_STREAM_CAPTURE_MODE_RELAXED;
   }
   return CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
-}
-
-// The captures in progress, by the driver's capture id: a stream that joins a capture
-// through a raw event wait is found here.
-std::mutex registry_mutex;
-std::unordered_map<std::uint64_t, CaptureState*>& registry() {
-  static auto* m = new std::unordered_map<std::uint64_t, CaptureState*>;
-  return *m;
-}
-// Events recorded through cudakit on a stream of a capture in progress, by handle (under
-// registry_mutex): a stream that waits on one joins that capture, and is marked first.
-// A capture's entries go when it ends.
-std::unordered_map<CUevent, CaptureState*>& recorded_in_capture() {
-  static auto* m = new std::unordered_map<CUevent, CaptureState*>;
-  return *m;
-}
-
-// A capture counts from the moment the driver began it until it ended (capture_guard.hpp),
-// under registry_mutex. Its end takes down exactly what its start counted, on whichever
-// thread it runs: the owner thread's strict count included, through the pointer the
-// capture keeps (a count left behind would defer every later free there, to a safe point
-// that never comes).
-void count_capture(CaptureState* c) {
-  if (c->mode != CaptureMode::relaxed) {
-    c->strict_count = &strict_captures_on_this_thread;
-    c->strict_count->fetch_add(1, std::memory_order_relaxed);
-  }
-  if (c->mode == CaptureMode::global) global_mode_captures.fetch_add(1, std::memory_order_relaxed);
-  active_captures.fetch_add(1, std::memory_order_acq_rel);
-}
-
-void uncount_capture(CaptureState* c) {
-  if (c->strict_count != nullptr) c->strict_count->fetch_sub(1, std::memory_order_relaxed);
-  c->strict_count = nullptr;
-  if (c->mode == CaptureMode::global) global_mode_captures.fetch_sub(1, std::memory_order_relaxed);
-  active_captures.fetch_sub(1, std::memory_order_acq_rel);
-}
-
-// A thread that ends with strict captures still counted (their scopes live on, to be
-// destroyed elsewhere) takes its count's address back from them: the count dies with
-// the thread. Made when the thread first begins a strict capture.
-struct StrictCountOwner {
-  bool armed = false;
-  ~StrictCountOwner() {
-    if (strict_captures_on_this_thread.load(std::memory_order_relaxed) == 0) return;
-    std::lock_guard lock(registry_mutex);
-    for (auto& [id, c] : registry())
-      if (c->strict_count == &strict_captures_on_this_thread) c->strict_count = nullptr;
-  }
-};
-thread_local StrictCountOwner strict_count_owner;
-
-// Records `s`'s capture fence: the work submitted to it so far (it is not capturing yet).
-void record_fence(StreamState* s) {
-  CUevent fence = s->capture_fence.load(std::memory_order_acquire);
-  if (fence == nullptr) {
-    CaptureTolerantScope tolerant(s->device);
-    CUevent made = acquire_pooled_event(s->device);
-    if (s->capture_fence.compare_exchange_strong(fence, made, std::memory_order_acq_rel)) fence = made;
-    else release_pooled_event(s->device, made);
-  }
-  checked_call(cu.EventRecord, stream_resource(s), fence, s->handle);
-}
-
-}  // namespace
-
-// `s` enters capture `c` in cudakit's books. A capture's start and a fork call this before
-// the driver makes the stream capture (Note [Pins and marks]): the mark, then the wait for
-// the threads that pinned `s` before they could see it (a free or a hand-off event from
-// another thread). Their work on `s` is submitted before the capture begins, and all later
-// work of theirs sees the mark and stays out of the capture, which would otherwise take it
-// in as nodes of the graph.
-// False, changing nothing, when `s` is in a capture already (two threads began captures on
-// it at once: one of them wins, whole).
-bool join_capture(CaptureState* c, StreamState* s) {
-  c->members.reserve(c->members.size() + 1);
-  if (!s->marks.mark_capturing(c, c->owner)) return false;
-  c->members.emplace_back(s);
-  return true;
-}
-
-void leave_capture(CaptureState* c, StreamState* s) noexcept {
-  auto member = std::find(c->members.begin(), c->members.end(), s);
-  if (member == c->members.end()) return;  // never joined: nothing to undo
-  Ref<StreamState> held = std::move(*member);  // kept until it is unmarked
-  c->members.erase(member);
-  s->marks.unmark_capturing(c);
-}
-
-namespace {
-
-[[noreturn]] void throw_already_capturing(const StreamState* s) {
-  throw CaptureError(stream_words(s) + " is already capturing (a capture on it, or one it joined, is in progress); "
-                     "captures do not nest");
 }
 
 // Everything a device needs that a capture may touch for the first time: done before
@@ -179,165 +87,16 @@ void prepare_for_capture(int device) {
   for (int i = 0; i < got; ++i) release_pooled_event(device, events[i]);
 }
 
-bool contains(const std::vector<StreamState*>& v, const StreamState* s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
-
 }  // namespace
-
-void release_capture_fence(int device, CUevent fence) noexcept { release_pooled_event(device, fence); }
-
-void refuse_submission_from_other_thread(StreamState* state, const char* what) {
-  if (state->marks.capture() == nullptr) return;
-  std::thread::id owner = state->marks.capture_owner();
-  std::thread::id me = std::this_thread::get_id();
-  if (owner == me || owner == std::thread::id{}) return;
-  throw CaptureError(std::string(what) + " on " + stream_words(state) + " from " + thread_words(me) +
-                     " refused: the stream is being captured into a graph by " + thread_words(owner) +
-                     ", and work from another thread would land silently in that graph; submit it from the "
-                     "capturing thread, or to another stream");
-}
-
-// ---- the tracking hook (Note [Tracking inside a capture]) ----
-
-void capture_use(CaptureState* c, Allocation* allocation, StreamRef stream, Access access) {
-  StreamState* s = stream_state_of(stream);
-  if (s->marks.capture_owner() != std::this_thread::get_id()) {
-    std::ostringstream what;
-    what << "a use of buffer 0x" << std::hex << allocation->pointer;
-    refuse_submission_from_other_thread(s, what.str().c_str());
-  }
-  // `c` is this thread's: it owns the capture (checked above).
-  c->resources->add_use(allocation, access);
-  if (manual_ordering_depth != 0) return;
-  CaptureState::Order& o = c->order[allocation];
-  if (access == Access::read) {
-    if (o.writer == s || contains(o.readers, s)) return;
-    if (o.writer != nullptr) order_after(s->handle, o.writer->handle, o.writer->device);
-    o.readers.push_back(s);
-    return;
-  }
-  if (o.writer != nullptr && o.writer != s) order_after(s->handle, o.writer->handle, o.writer->device);
-  for (StreamState* r : o.readers)
-    if (r != s) order_after(s->handle, r->handle, r->device);
-  o.readers.clear();
-  o.writer = s;
-}
 
 void note_launch_in_capture(StreamRef stream, const Function& function) {
   StreamState* s = stream_state_of(stream);
-  auto* c = s->marks.capture();
+  CaptureState* c = s->marks.capture();
   if (c == nullptr) return;
   if (s->marks.capture_owner() != std::this_thread::get_id())
     refuse_submission_from_other_thread(s, ("a launch of kernel '" + function.name() + "'").c_str());
-  if (c->kernels.insert(&function.state()).second) c->resources->keep(std::make_shared<const Function>(function));
-}
-
-// ---- joins ----
-
-void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, StreamState* from_state) {
-  CaptureState* to_capture = to_state->marks.capture();
-  CaptureState* from_capture = from_state->marks.capture();
-  if (from_capture != nullptr) refuse_submission_from_other_thread(from_state, cu.EventRecord.name());
-  if (to_capture != nullptr) refuse_submission_from_other_thread(to_state, cu.StreamWaitEvent.name());
-  if (from_capture == to_capture) {  // neither captures, or both are in one capture (a graph edge)
-    order_after(to.handle(), from.handle(), from.device_ordinal());
-    return;
-  }
-  if (to_capture == nullptr) {
-    // A fork: `to` joins `from`'s capture. Its work so far stays outside (its fence).
-    // Marked before the wait that makes it capture (join).
-    CaptureState* c = from_capture;
-    record_fence(to_state);
-    if (!join_capture(c, to_state)) throw_already_capturing(to_state);  // another thread's capture took it meanwhile
-    try {
-      order_after(to.handle(), from.handle(), from.device_ordinal());
-    } catch (...) {
-      leave_capture(c, to_state);
-      throw;
-    }
-    return;
-  }
-  if (from_capture == nullptr)
-    throw CaptureError(stream_words(to_state) + " is capturing and cannot wait for work outside its capture (on " +
-                       stream_words(from_state) + "): a graph cannot depend on work outside it; order "
-                       "that work before the capture begins (the graph's launch waits for it)");
-  throw CaptureError(stream_words(to_state) + " and " + stream_words(from_state) +
-                     " are in two different captures; a wait between them would merge the captures, which is not "
-                     "supported");
-}
-
-void note_event_record(StreamState* stream, CUevent event) {
-  // Only records inside this thread's capture take the lock. An entry left behind by a
-  // later record outside the capture costs one needless mark, which after_event_wait
-  // undoes when the driver does not confirm the join.
-  auto* c = stream->marks.capture();
-  if (c == nullptr || stream->marks.capture_owner() != std::this_thread::get_id()) return;
-  std::lock_guard lock(registry_mutex);
-  recorded_in_capture()[event] = c;
-}
-
-CaptureState* before_event_wait(StreamRef, StreamState* state, CUevent event) {
-  if (state->marks.capture() != nullptr) return nullptr;
-  record_fence(state);
-  CaptureState* c = nullptr;
-  {
-    std::lock_guard lock(registry_mutex);
-    auto it = recorded_in_capture().find(event);
-    if (it != recorded_in_capture().end() && it->second->owner == std::this_thread::get_id()) c = it->second;
-  }
-  if (c == nullptr) return nullptr;
-  if (!join_capture(c, state)) throw_already_capturing(state);
-  return c;
-}
-
-void undo_event_wait_join(StreamState* state, CaptureState* joined) noexcept {
-  if (joined != nullptr) leave_capture(joined, state);
-}
-
-void after_event_wait(StreamRef stream, StreamState* state, CaptureState* joined) {
-  if (joined == nullptr && state->marks.capture() != nullptr) return;
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  cuuint64_t id = 0;
-  CUresult r = cu.StreamGetCaptureInfo(stream.handle(), &status, &id, nullptr, nullptr, nullptr);
-  if (joined != nullptr) {
-    if (r == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_ACTIVE && id == joined->id) return;  // confirmed
-    leave_capture(joined, state);  // the driver joined it to no capture, or to another one (found below)
-  }
-  if (r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return;
-  CaptureState* c = nullptr;
-  {
-    std::lock_guard lock(registry_mutex);
-    auto it = registry().find(id);
-    if (it != registry().end()) c = it->second;
-  }
-  if (c == nullptr) return;  // a capture cudakit did not begin
-  if (c->owner != std::this_thread::get_id())
-    throw CaptureError("cuStreamWaitEvent on " + stream_words(state) + " from " + thread_words(std::this_thread::get_id()) +
-                       " made it join a capture owned by " + thread_words(c->owner) +
-                       "; work from another thread must not enter that graph");
-  // The driver made the stream capture already, and the mark follows: an event recorded
-  // in the capture other than through cudakit (EventRef::record marks before the wait).
-  // A free or hand-off from another thread in between can still land in the capture.
-  if (!join_capture(c, state)) throw_already_capturing(state);
-}
-
-void wait_for_stream_work(CUstream to, int, StreamState* from) {
-  // Another thread may own `from` and destroy it, or begin a capture on it, meanwhile: the
-  // event recorded below would then be recorded into that capture. Pinned, then looked at
-  // (Note [Pins and marks]): alive and not capturing while the pin is held.
-  PinnedStream pinned(from);
-  if (!pinned) return;  // a dead stream's work completed
-  if (pinned.capturing()) {
-    CUevent fence = from->capture_fence.load(std::memory_order_acquire);
-    if (fence == nullptr)
-      throw CaptureError("a buffer last used on " + stream_words(from) +
-                         ", which is capturing now, is used on another stream outside that capture, and its earlier "
-                         "work cannot be waited for from there: use the buffer inside the capture, or before it begins");
-    checked_call(cu.StreamWaitEvent, Resource::of(ResourceKind::stream, to, from->device), to, fence, 0);
-    return;
-  }
-  order_after(to, from->handle, from->device);
+  GraphCapture& g = graph_capture(c);
+  if (g.kernels.insert(&function.state()).second) g.resources->keep(std::make_shared<const Function>(function));
 }
 
 }  // namespace detail
@@ -355,9 +114,9 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
   prepare_for_capture(s->device);
   record_fence(s);
 
-  auto state = std::make_unique<CaptureState>();
+  auto state = std::make_unique<GraphCapture>();
   state->owner = std::this_thread::get_id();
-  state->mode = mode;
+  state->mode = driver_mode(mode);
   state->device = s->device;
   state->members.reserve(4);
   state->resources = make_ref<GraphResources>(s->device);
@@ -367,16 +126,13 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
   if (!join_capture(state.get(), s)) throw_already_capturing(s);
   bool begun = false;
   try {
-    checked_call(cu.StreamBeginCapture, res, stream.handle(), driver_mode(mode));
+    checked_call(cu.StreamBeginCapture, res, stream.handle(), state->mode);
     begun = true;
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t id = 0;
     checked_call(cu.StreamGetCaptureInfo, res, stream.handle(), &status, &id, nullptr, nullptr, nullptr);
     state->id = id;
-    if (mode != CaptureMode::relaxed) strict_count_owner.armed = true;  // made on this thread now
-    std::lock_guard lock(registry_mutex);
-    registry()[id] = state.get();
-    count_capture(state.get());
+    register_capture(state.get());
   } catch (...) {
     if (begun) {  // never leave the stream capturing
       CUgraph partial = nullptr;
@@ -406,9 +162,9 @@ struct CaptureOutcome {
 
 // A strict capture ends on the thread that began it: the reason when this thread may not
 // end capture `c`.
-std::optional<std::string> refusal_to_end_here(const CaptureState* c) {
-  if (c->mode == CaptureMode::relaxed || c->owner == std::this_thread::get_id()) return std::nullopt;
-  return "the capture on " + stream_words(c->members.front().get()) + " was begun by " + thread_words(c->owner) +
+std::optional<std::string> refusal_to_end_here(const GraphCapture* c) {
+  if (c->mode == CU_STREAM_CAPTURE_MODE_RELAXED || c->owner == std::this_thread::get_id()) return std::nullopt;
+  return "the capture on " + describe(stream_resource(c->members.front().get())) + " was begun by " + thread_words(c->owner) +
          " and must end there (" + thread_words(std::this_thread::get_id()) +
          " tried); only a relaxed capture may end on another thread";
 }
@@ -450,29 +206,22 @@ CUresult end_driver_capture(CUstream origin, CUgraph& graph) noexcept {
   }
 }
 
-// Every stream of capture `c` leaves it, whatever the outcome: unmarked, out of the
-// registry, uncounted, released (with `c`, which this frees).
-void forget_capture(CaptureState* c) {
-  std::unique_ptr<CaptureState> owned(c);
-  for (const Ref<StreamState>& m : c->members) m->marks.unmark_capturing(c);
-  {
-    std::lock_guard lock(registry_mutex);
-    auto it = registry().find(c->id);
-    if (it != registry().end() && it->second == c) registry().erase(it);
-    std::erase_if(recorded_in_capture(), [c](const auto& entry) { return entry.second == c; });
-    uncount_capture(c);
-  }
+// Every stream of capture `c` leaves it, whatever the outcome (unmarked, out of the
+// registry, uncounted: forget_capture), and `c` is freed with the references it holds.
+void forget_and_free(GraphCapture* c) {
+  std::unique_ptr<GraphCapture> owned(c);
+  forget_capture(c);
 }
 
 // Ends capture `c` and frees its state. On failure the partial graph is destroyed and the
 // resources released before the outcome is returned.
-CaptureOutcome end_capture(CaptureState* c) {
+CaptureOutcome end_capture(GraphCapture* c) {
   CaptureOutcome out;
   out.origin = stream_resource(c->members.front().get());
   out.resources = std::move(c->resources);
   out.failed_join = join_forks_into_origin(c);
   out.end = end_driver_capture(c->members.front()->handle, out.graph);
-  forget_capture(c);
+  forget_and_free(c);
   if (!out.succeeded()) {
     if (out.graph != nullptr) cu.GraphDestroy(out.graph);
     out.graph = nullptr;

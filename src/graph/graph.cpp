@@ -16,6 +16,7 @@
 #include "stream/deferred.hpp"
 #include "device/device_state.hpp"
 #include "graph/graph_resources.hpp"
+#include "stream/host_callbacks.hpp"
 #include "launch/driver_launch_config.hpp"
 
 namespace cudakit {
@@ -290,7 +291,7 @@ GraphNode GraphRef::add_host_node(std::unique_ptr<detail::HostCallback> callback
   callback->device = device_;
   detail::HostCallback* owned = resources_->add_callback(std::move(callback));
   CUDA_HOST_NODE_PARAMS p{};
-  p.fn = &detail::run_graph_host_callback;
+  p.fn = &detail::run_kept_host_callback;
   p.userData = owned;
   CUgraphNode node = nullptr;
   checked_call(cu.GraphAddHostNode, res, &node, handle_, after.data(), after.size(), &p);

@@ -101,17 +101,6 @@ std::size_t GraphResources::use_count() const {
   return uses_.size();
 }
 
-void CUDA_CB run_graph_host_callback(void* data) noexcept {
-  auto* callback = static_cast<HostCallback*>(data);
-  try {
-    callback->run();
-  } catch (const std::exception& e) {
-    park_error({CUDA_SUCCESS, "graph host node", std::string("a graph's host callback threw: ") + e.what()});
-  } catch (...) {
-    park_error({CUDA_SUCCESS, "graph host node", "a graph's host callback threw an exception that is not a std::exception"});
-  }
-}
-
 // ---- GraphCore ----
 
 void retain(GraphCore* core) noexcept { core->refs.fetch_add(1, std::memory_order_relaxed); }

@@ -96,8 +96,4 @@ struct GraphCore {
 /// has cuFuncGetParamInfo and knows the function; InvalidArgument on a mismatch.
 void check_raw_arguments(CUfunction function, int device, const std::size_t* sizes, std::size_t count);
 
-/// The trampoline of host nodes and captured host callbacks: runs the callback (which the
-/// graph owns, so it is not freed) and parks what it throws.
-void CUDA_CB run_graph_host_callback(void* callback) noexcept;
-
 }  // namespace cudakit::detail

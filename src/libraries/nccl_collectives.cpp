@@ -4,7 +4,8 @@
 
 #include "cudakit/context.hpp"
 #include "cudakit/nccl_collectives.hpp"
-#include "graph/capture_state.hpp"
+#include "graph/graph_capture.hpp"
+#include "stream/stream_state_of.hpp"
 #include "libraries/nccl_comm_state.hpp"
 
 namespace cudakit::nccl {
@@ -65,7 +66,7 @@ bool hold_in_capture(const StreamRef& stream, const std::shared_ptr<CommState>& 
   StreamState* s = stream_state_of(stream);
   auto* c = s->marks.capture();
   if (c == nullptr) return false;
-  c->resources->keep(state);
+  graph_capture(c).resources->keep(state);
   return true;
 }
 

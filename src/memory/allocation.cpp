@@ -1,32 +1,38 @@
 // Cross-stream ordering of allocations (DESIGN 5) and their stream-ordered frees.
+#include <algorithm>
 #include <new>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/detail/capture_counts.hpp"
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "driver/checked_call.hpp"
-#include "graph/capture_state.hpp"
+#include "stream/capture_state.hpp"
 #include "stream/deferred.hpp"
 #include "device/device_state.hpp"
 #include "stream/event_pool.hpp"
 #include "memory/host_ranges.hpp"
+#include "stream/stream_state_of.hpp"
 
 namespace cudakit::detail {
 
 using driver::cu;
 
 thread_local int manual_ordering_depth = 0;
-CaptureUseHook capture_use_hook = nullptr;
+CapturedBufferHook keep_buffer_for_capture = nullptr;
 
 namespace {
 
 bool alive(const StreamState* s) { return s != nullptr && s->marks.alive(); }
 
 // `to` waits for the work submitted to `from` so far: one pooled event, one wait. `to` is
-// never capturing here: uses on capturing streams go to the capture (capture.cpp). When
+// never capturing here: uses on capturing streams go to the capture (use_in_capture). When
 // `from` is capturing now, its live tracking names only work from before its capture,
 // which its capture fence stands for (Note [Tracking inside a capture]).
 void order(StreamState* to, StreamState* from) {
@@ -34,13 +40,50 @@ void order(StreamState* to, StreamState* from) {
   wait_for_stream_work(to->handle, to->device, from);
 }
 
-}  // namespace
+// Note [Tracking inside a capture]. Work on a capturing stream runs only when the graph
+// is launched, perhaps never, perhaps a thousand times, perhaps on another stream. So a
+// use inside a capture must not change the buffer's live tracking (its last writer stays
+// the stream that really wrote it), and must not wait for anything recorded before the
+// capture (the driver refuses that: STREAM_CAPTURE_ISOLATION). Instead the capture
+//   - records the buffer in the graph's resources (kept alive; ordered at each launch,
+//     graph_exec.cpp), through the hook the graph layer installs, and
+//   - orders uses across the capture's own streams, like live tracking does across live
+//     streams: an event recorded on one captured stream and waited on another, which the
+//     driver turns into a graph edge. The capture's books (src/stream/capture_state.hpp)
+//     keep, per buffer, the captured stream that wrote it last and those that read it since.
+// A stream outside the capture that must wait for a capturing stream's earlier work waits
+// on that stream's capture fence, recorded just before the stream entered the capture.
 
-StreamState* stream_state_of(StreamRef stream) {
-  stream.require_handle("buffer use");
-  if (StreamState* s = stream.state()) return s;
-  return borrowed_stream_state(stream.handle(), stream.device_ordinal());
+bool contains(const std::vector<StreamState*>& v, const StreamState* s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
 }
+
+// A use of `allocation` on stream `s`, which is in capture `c` (Note [Tracking inside a
+// capture]). Only the thread that owns the capture may submit to its streams (DESIGN 9).
+void use_in_capture(CaptureState* c, Allocation* allocation, StreamState* s, Access access) {
+  if (s->marks.capture_owner() != std::this_thread::get_id()) {
+    std::ostringstream what;
+    what << "a use of buffer 0x" << std::hex << allocation->pointer;
+    refuse_submission_from_other_thread(s, what.str().c_str());
+  }
+  // `c` is this thread's: it owns the capture (checked above).
+  keep_buffer_for_capture(c, allocation, access);
+  if (manual_ordering_depth != 0) return;
+  CaptureState::Order& o = c->order[allocation];
+  if (access == Access::read) {
+    if (o.writer == s || contains(o.readers, s)) return;
+    if (o.writer != nullptr) order_after(s->handle, o.writer->handle, o.writer->device);
+    o.readers.push_back(s);
+    return;
+  }
+  if (o.writer != nullptr && o.writer != s) order_after(s->handle, o.writer->handle, o.writer->device);
+  for (StreamState* r : o.readers)
+    if (r != s) order_after(s->handle, r->handle, r->device);
+  o.readers.clear();
+  o.writer = s;
+}
+
+}  // namespace
 
 // ---- the memory of Allocation objects ----
 //
@@ -128,7 +171,7 @@ void Allocation::use_slow(StreamRef stream, Access access) {
     if (CaptureState* capture = s->marks.capture(); capture != nullptr) {
       // Work on a capturing stream runs only when the graph is launched: the graph
       // records the use (and keeps this allocation alive) and orders it at launch.
-      if (capture_use_hook != nullptr) capture_use_hook(capture, this, stream, access);
+      use_in_capture(capture, this, s, access);
       return;
     }
   }

@@ -6,11 +6,11 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/memory_pool.hpp"
-#include "graph/capture_state.hpp"
 #include "stream/deferred.hpp"
 #include "device/device_state.hpp"
 #include "memory/out_of_memory.hpp"
 #include "memory/stream_fault.hpp"
+#include "stream/stream_state_of.hpp"
 
 namespace cudakit::detail {
 

@@ -8,10 +8,11 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/stream.hpp"
-#include "graph/capture_state.hpp"
 #include "device/device_state.hpp"
+#include "stream/capture_state.hpp"
 #include "stream/create_prologue.hpp"
 #include "stream/event_pool.hpp"
+#include "stream/stream_state_of.hpp"
 
 namespace cudakit {
 

@@ -8,11 +8,12 @@
 #include "device/capture_tolerant_scope.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
-#include "graph/capture_state.hpp"
 #include "device/device_state.hpp"
+#include "stream/capture_state.hpp"
 #include "stream/create_prologue.hpp"
 #include "stream/event_pool.hpp"
-#include "graph/graph_resources.hpp"
+#include "stream/host_callbacks.hpp"
+#include "stream/stream_state_of.hpp"
 
 namespace cudakit {
 
@@ -141,6 +142,17 @@ void CUDA_CB run_host_callback(void* data) {
 }
 }  // namespace
 
+void CUDA_CB run_kept_host_callback(void* data) noexcept {
+  auto* callback = static_cast<HostCallback*>(data);
+  try {
+    callback->run();
+  } catch (const std::exception& e) {
+    park_error({CUDA_SUCCESS, "graph host node", std::string("a graph's host callback threw: ") + e.what()});
+  } catch (...) {
+    park_error({CUDA_SUCCESS, "graph host node", "a graph's host callback threw an exception that is not a std::exception"});
+  }
+}
+
 void enqueue_host_callback(const StreamRef& ref, std::unique_ptr<HostCallback> callback) {
   CUstream stream = ref.handle();
   int device = ref.device_ordinal();
@@ -153,8 +165,8 @@ void enqueue_host_callback(const StreamRef& ref, std::unique_ptr<HostCallback> c
     check_capturing_thread(s, cu.LaunchHostFunc.name());
     if (auto* capture = s->marks.capture()) {
       // Captured: a host node that runs at every launch, so the graph owns the callable.
-      HostCallback* owned = capture->resources->add_callback(std::move(callback));
-      check(cu.LaunchHostFunc(stream, &run_graph_host_callback, owned), cu.LaunchHostFunc.name(), res);
+      HostCallback* owned = keep_callback_for_capture(capture, std::move(callback));
+      check(cu.LaunchHostFunc(stream, &run_kept_host_callback, owned), cu.LaunchHostFunc.name(), res);
       return;
     }
   }

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "graph/capture_state.hpp"
+#include "stream/capture_state.hpp"
 #include "graph_fixture.hpp"
 #include "stream/deferred.hpp"
 

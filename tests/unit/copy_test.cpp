@@ -14,7 +14,7 @@
 
 #include "cudakit/capture.hpp"
 #include "cudakit/graph_exec.hpp"
-#include "graph/capture_state.hpp"
+#include "stream/capture_state.hpp"
 #include "memory_fixture.hpp"
 
 namespace cudakit {

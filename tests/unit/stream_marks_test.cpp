@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cudakit/detail/stream_marks.hpp"
-#include "graph/capture_state.hpp"
+#include "stream/capture_state.hpp"
 
 namespace cudakit::detail {
 namespace {

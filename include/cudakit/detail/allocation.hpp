@@ -34,11 +34,15 @@ enum class AllocationKind : std::uint8_t {
   registered_host,  // cuMemHostRegister of user memory, undone with cuMemHostUnregister (likewise)
 };
 
-/// Called for every tracked use on a capturing stream; set by the graph layer.
-/// Records the allocation in the capture (the graph keeps it alive) and orders the use
-/// against other streams of the same capture.
-using CaptureUseHook = void (*)(CaptureState* capture, struct Allocation* allocation, StreamRef stream, Access access);
-CUDAKIT_API extern CaptureUseHook capture_use_hook;
+struct Allocation;
+
+/// Keeps `allocation` alive for as long as the graph of `capture` may run, and remembers
+/// how the capture used it (the graph's launches are tracked by it). Called for every
+/// tracked use on a capturing stream (Note [Tracking inside a capture] in allocation.cpp);
+/// installed by the layer that makes graphs, which owns what a graph keeps and is the only
+/// one that begins captures.
+using CapturedBufferHook = void (*)(CaptureState* capture, Allocation* allocation, Access access);
+CUDAKIT_API extern CapturedBufferHook keep_buffer_for_capture;
 
 struct CUDAKIT_API Allocation {
   CUdeviceptr pointer = 0;

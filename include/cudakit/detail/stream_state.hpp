@@ -20,7 +20,7 @@
 
 namespace cudakit::detail {
 
-void release_capture_fence(int device, CUevent fence) noexcept;  // capture.cpp
+void release_capture_fence(int device, CUevent fence) noexcept;  // src/stream/capture_state.cpp
 
 struct CUDAKIT_API StreamState {
   CUstream handle = nullptr;

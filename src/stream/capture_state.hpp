@@ -1,58 +1,76 @@
-// Internal: the state of one cudakit capture, the capture mark (StreamMarks) of every
-// stream in it (DESIGN 6 and 9).
+// Internal: the books cudakit keeps on a capture in progress, the part that streams and
+// buffers read and write (DESIGN 6 and 9): the thread that owns the capture, the streams in
+// it (each marked with it, Note [Pins and marks] in cudakit/detail/stream_marks.hpp), and
+// per buffer the captured streams that wrote and read it, by which later uses inside the
+// capture are ordered (Note [Tracking inside a capture] in src/memory/allocation.cpp).
+//
+// What a capture hands to its graph (the buffers and callables the graph keeps alive, the
+// kernels it launched) belongs to the layer that makes graphs, which extends these books
+// (src/graph/capture.cpp). Streams and buffers hand things to the graph through hooks that
+// layer installs: a host callback here, a buffer in cudakit/detail/allocation.hpp.
 #pragma once
 
 #include <cuda.h>
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
-#include "cudakit/capture.hpp"
-#include "cudakit/detail/allocation.hpp"
-#include "cudakit/detail/function_state.hpp"
 #include "cudakit/detail/ref.hpp"
 #include "cudakit/detail/stream_state.hpp"
-#include "graph/graph_resources.hpp"
+#include "cudakit/stream.hpp"
 
 namespace cudakit::detail {
 
+// A buffer's allocation (memory layer): the order books only key by its address.
+struct Allocation;
+
 struct CaptureState {
   std::thread::id owner;  // the thread that began the capture (DESIGN 9)
-  CaptureMode mode = CaptureMode::per_thread;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
   int device = -1;
   std::uint64_t id = 0;  // the driver's capture id
   // The owner thread's strict_captures_on_this_thread while this capture counts there
-  // (guarded by the registry's mutex: the owner thread may end first, capture.cpp).
+  // (guarded by the registry's mutex: the owner thread may end first, capture_state.cpp).
   std::atomic<int>* strict_count = nullptr;
   // The streams in the capture, the origin first; each marked with this capture.
   std::vector<Ref<StreamState>> members;
-  Ref<GraphResources> resources;  // handed to the graph at the end
   // Ordering inside the capture (the buffers' live tracking is left alone): per buffer,
   // the captured stream that wrote it last and those that read it since.
   struct Order {
     StreamState* writer = nullptr;
     std::vector<StreamState*> readers;
   };
-  std::unordered_map<Allocation*, Order> order;
-  // The kernels launched in the capture (their state), each kept once by the graph.
-  std::unordered_set<const FunctionState*> kernels;
+  std::unordered_map<const Allocation*, Order> order;
 };
 
-/// The state cudakit keeps for `stream` (a borrowed stream's from the registry).
-StreamState* stream_state_of(StreamRef stream);
+/// Hands `callback`, submitted to a stream of `capture`, to the capture's graph, which owns
+/// it and runs it at every launch; returns the pointer the host function is given.
+/// Installed by the layer that makes graphs (the only one that begins captures).
+using CapturedCallbackHook = HostCallback* (*)(CaptureState* capture, std::unique_ptr<HostCallback> callback);
+extern CapturedCallbackHook keep_callback_for_capture;
 
-/// `s` enters capture `c` in cudakit's books (capture.cpp says in which order). False,
+/// Records `s`'s capture fence: the work submitted to it so far (it is not capturing yet).
+void record_fence(StreamState* s);
+
+/// `s` enters capture `c` in cudakit's books (capture_state.cpp says in which order). False,
 /// changing nothing, when `s` is in a capture already.
 bool join_capture(CaptureState* c, StreamState* s);
 /// Undoes a join: the driver did not make `s` capture after all.
 void leave_capture(CaptureState* c, StreamState* s) noexcept;
+/// The CaptureError for a stream that is in a capture already (captures do not nest).
+[[noreturn]] void throw_already_capturing(const StreamState* s);
 
-/// The capture hook: records a buffer use on a captured stream (tracking.cpp calls it).
-void capture_use(CaptureState* capture, Allocation* allocation, StreamRef stream, Access access);
+/// Capture `c`, which the driver has begun (its id known), is found by its id from now on
+/// (a stream that joins it through a raw event wait), and counts in the capture counts
+/// (cudakit/detail/capture_counts.hpp) until forget_capture.
+void register_capture(CaptureState* c);
+/// Capture `c` has ended, or failed to begin: every member stream is unmarked, and `c` is
+/// out of the registry and the counts, on whichever thread this runs. The caller frees `c`.
+void forget_capture(CaptureState* c);
 
 /// `to` waits for the work submitted to `from` so far (StreamRef::wait between two
 /// streams while captures are in progress): joins `to` into `from`'s capture when `from`
