@@ -103,7 +103,7 @@ void call_locked(const std::shared_ptr<CommState>& state, const StreamRef& strea
   std::lock_guard lock(s.call_mutex);
   s.throw_if_ended();
   const bool capturing = hold_in_capture(stream, state);
-  ncclResult_t r = call(raw::api(), s.comm, handle, c);
+  ncclResult_t r = call(*s.api, s.comm, handle, c);
   if (in_group()) [[unlikely]] {
     // NCCL launches the group's work at its end, which waits for progress and watches.
     if (r != ncclSuccess && r != ncclInProgress) throw s.error(r, call_name(c.kind));
