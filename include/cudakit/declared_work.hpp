@@ -83,7 +83,7 @@ struct CUDAKIT_API DeclaredUse {
 
 /// Orders every declared use on `stream` (checks the stream, the device and the capturing
 /// thread first). Out of line: declared work is not a per-element hot path.
-CUDAKIT_API void declare_uses(StreamRef stream, const DeclaredUse* uses, std::size_t count);
+CUDAKIT_API void declare_uses(const StreamRef& stream, const DeclaredUse* uses, std::size_t count);
 
 }  // namespace detail
 

@@ -8,7 +8,7 @@
 
 namespace cudakit::detail {
 
-void declare_uses(StreamRef stream, const DeclaredUse* uses, std::size_t count) {
+void declare_uses(const StreamRef& stream, const DeclaredUse* uses, std::size_t count) {
   stream.require_handle("declared work");
   const int device = stream.device_ordinal();
   check_not_poisoned("declared work", Resource::of(ResourceKind::stream, stream.handle(), device));

@@ -70,29 +70,30 @@ bool hold_in_capture(const StreamRef& stream, const std::shared_ptr<CommState>& 
   return true;
 }
 
-// The checks before anything is declared or submitted; the messages are built only when
-// a check fails.
+// The checks before anything is declared or submitted; the messages, and the call's name
+// in them, are made only when a check fails.
 const CommState& check(const Communicator& comm, const StreamRef& stream, const Collective& c) {
-  const char* name = call_name(c.kind);
+  auto name = [&] { return std::string(call_name(c.kind)); };
   if (!comm) [[unlikely]]
-    throw EmptyHandle(std::string(name) + " on an empty nccl::Communicator");
-  stream.require_handle(name);
+    throw EmptyHandle(name() + " on an empty nccl::Communicator");
+  if (!stream) [[unlikely]]
+    stream.require_handle(call_name(c.kind));
   const CommState& s = *comm.state();
   s.throw_if_ended();
   auto on = [&](int device) { return "device " + std::to_string(device); };
   if (stream.device_ordinal() != s.device) [[unlikely]]
-    throw InvalidArgument(std::string(name) + " on " + s.words() + ": the stream is on " + on(stream.device_ordinal()));
+    throw InvalidArgument(name() + " on " + s.words() + ": the stream is on " + on(stream.device_ordinal()));
   for (auto [device, words] : {std::pair{c.send_device, "send"}, std::pair{c.recv_device, "receive"}})
     if (device >= 0 && device != s.device) [[unlikely]]
-      throw InvalidArgument(std::string(name) + " on " + s.words() + ": the " + words + " buffer is on " + on(device));
+      throw InvalidArgument(name() + " on " + s.words() + ": the " + words + " buffer is on " + on(device));
   if ((has_root(c.kind) || has_peer(c.kind)) && (c.root_or_peer < 0 || c.root_or_peer >= s.ranks)) [[unlikely]]
-    throw InvalidArgument(std::string(name) + " on " + s.words() + ": " + (has_root(c.kind) ? "root " : "peer ") +
+    throw InvalidArgument(name() + " on " + s.words() + ": " + (has_root(c.kind) ? "root " : "peer ") +
                           std::to_string(c.root_or_peer) + " is not a rank of the communicator");
   // A buffer the call reads or writes must exist where this rank uses it.
   const bool reads = c.kind != CollectiveKind::recv && (c.kind != CollectiveKind::broadcast || s.rank == c.root_or_peer);
   const bool writes = c.kind != CollectiveKind::send && (c.kind != CollectiveKind::reduce || s.rank == c.root_or_peer);
   if (c.count > 0 && ((reads && c.send == 0) || (writes && c.recv == 0))) [[unlikely]]
-    throw InvalidArgument(std::string(name) + " on " + s.words() + ": the " + (reads && c.send == 0 ? "send" : "receive") +
+    throw InvalidArgument(name() + " on " + s.words() + ": the " + (reads && c.send == 0 ? "send" : "receive") +
                           " buffer is empty, and this rank uses it");
   return s;
 }
@@ -104,7 +105,7 @@ void call_locked(const std::shared_ptr<CommState>& state, const StreamRef& strea
   std::lock_guard lock(s.call_mutex);
   s.throw_if_ended();
   const bool capturing = hold_in_capture(stream, state);
-  ncclResult_t r = call(raw::api(), s.comm, handle, c);
+  ncclResult_t r = call(*s.api, s.comm, handle, c);
   if (in_group()) [[unlikely]] {
     // NCCL launches the group's work at its end, which waits for progress and watches.
     if (r != ncclSuccess && r != ncclInProgress) throw s.error(r, call_name(c.kind));

@@ -45,6 +45,9 @@ struct StreamWatch {
 
 struct CommState {
   ncclComm_t comm = nullptr;
+  // NCCL's entries, looked up once when the state is made: a collective calls through
+  // this without asking the loader again.
+  const raw::Api* api = nullptr;
   int rank = -1;
   int ranks = 0;
   int device = -1;
@@ -109,8 +112,11 @@ struct GroupCall {
   StreamRef stream;       // the stream of a collective (watched after the group); empty otherwise
   bool creating = false;  // a communicator NCCL makes at the group's end (a split)
 };
+/// The depth of nccl::group scopes open on this thread (nccl_group.cpp). Constant-
+/// initialized, so that reading it is a plain thread-local load on every collective.
+extern thread_local constinit int open_group_depth;
 /// True when a group is open on this thread; `note` adds to it.
-bool in_group() noexcept;
+inline bool in_group() noexcept { return open_group_depth > 0; }
 void note_in_group(GroupCall call);
 
 /// Waits for communicators NCCL is still making (non-blocking), each within its deadline,

@@ -247,6 +247,7 @@ void describe_and_watch(CommState& s) {
 
 std::shared_ptr<CommState> new_state(int ranks, int rank, int device, const Options& options) {
   auto s = std::make_shared<CommState>();
+  s->api = &raw::api();
   s->ranks = ranks;
   s->rank = rank;
   s->device = device;

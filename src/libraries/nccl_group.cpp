@@ -6,10 +6,11 @@
 
 namespace cudakit::nccl::detail {
 
+thread_local constinit int open_group_depth = 0;
+
 namespace {
 
 struct OpenGroup {
-  int depth = 0;
   std::vector<GroupCall> calls;
   // Every communicator the group touched stays locked until its end (Note [NCCL calls and
   // the watchdog]): NCCL launches their work only then.
@@ -39,8 +40,6 @@ void finish(std::vector<GroupCall>& calls) {
 
 }  // namespace
 
-bool in_group() noexcept { return open_group.depth > 0; }
-
 void note_in_group(GroupCall call) {
   OpenGroup& g = open_group;
   if (!call.creating) {
@@ -55,13 +54,13 @@ void group_begin() {
   ncclResult_t r = raw::api().GroupStart();
   if (r != ncclSuccess)
     throw NcclError(r, "ncclGroupStart", -1, 0, -1, "", "ncclGroupStart: " + result_name(r));
-  ++open_group.depth;
+  ++open_group_depth;
 }
 
 void group_end() {
   OpenGroup& g = open_group;
   ncclResult_t r = raw::api().GroupEnd();
-  if (--g.depth > 0) {
+  if (--open_group_depth > 0) {
     if (r != ncclSuccess && r != ncclInProgress)
       throw NcclError(r, group_end_call, -1, 0, -1, "", "ncclGroupEnd (nested): " + result_name(r));
     return;
@@ -81,7 +80,7 @@ void group_end() {
 void group_abandon() noexcept {
   OpenGroup& g = open_group;
   (void)raw::api().GroupEnd();  // NCCL needs the end; what it submits of the group is watched no more
-  if (--g.depth > 0) return;
+  if (--open_group_depth > 0) return;
   g.calls.clear();
   g.locks.clear();
 }

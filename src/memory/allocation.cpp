@@ -165,7 +165,7 @@ bool Allocation::is_shared_across_streams() const {
   return shared_.load(std::memory_order_relaxed);
 }
 
-void Allocation::use_slow(StreamRef stream, Access access) {
+void Allocation::use_slow(const StreamRef& stream, Access access) {
   StreamState* s = stream_state_of(stream);
   if (active_captures.load(std::memory_order_acquire) != 0) {
     if (CaptureState* capture = s->marks.capture(); capture != nullptr) {

@@ -194,6 +194,20 @@ TEST_F(OneRankCollectives, DeclaredReadsAndWritesOrderOtherStreams) {
   // The fake's ordering model finds no unordered pair at the end of the test.
 }
 
+TEST_F(OneRankCollectives, AnEmptyCommunicatorOrStreamIsNamedBeforeNccl) {
+  nccl::Communicator comm = one_rank();
+  nccl::Communicator empty;
+  Stream s(Device::get(0));
+  DeviceBuffer<float> x = upload(s, random_quarters(16, fresh_seed()));
+  DeviceBuffer<float> y(s, 16, uninitialized);
+  nccl().clear_log();
+  EXPECT_HAS(message_of<EmptyHandle>([&] { nccl::all_reduce(empty, s, x, y); }),
+             "ncclAllReduce on an empty nccl::Communicator");
+  EXPECT_HAS(message_of<EmptyHandle>([&] { nccl::broadcast(comm, StreamRef(), x, y, 0); }),
+             "ncclBroadcast: use of an empty Stream");
+  EXPECT_EQ(nccl().calls(NcclEntry::AllReduce) + nccl().calls(NcclEntry::Broadcast), 0) << "caught before NCCL";
+}
+
 TEST_F(OneRankCollectives, WithoutTheDeclarationsTheModelSeesTheRace) {
   ignore_hazards();
   nccl::Communicator comm = one_rank();
