@@ -73,6 +73,8 @@ message(STATUS "cudakit kernels: machine code for ${CUDAKIT_KERNEL_ARCH_LIST}; P
 
 function(cudakit_add_kernels target name source)
   set(src ${CMAKE_CURRENT_SOURCE_DIR}/${source})
+  # The headers beside the source, which it may include: a change to one rebuilds the images.
+  file(GLOB headers CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.h)
   set(out ${CMAKE_CURRENT_BINARY_DIR}/${name})
   set(common -std=c++17 -O3 -lineinfo -ccbin ${CMAKE_CXX_COMPILER})
   set(gencode "")
@@ -89,13 +91,13 @@ function(cudakit_add_kernels target name source)
   endif()
   add_custom_command(OUTPUT ${out}.fatbin
     COMMAND ${CUDAKIT_NVCC} ${common} --fatbin ${gencode} ${uncompressed} -o ${out}.fatbin ${src}
-    DEPENDS ${src} COMMENT "nvcc: ${name}.fatbin (${arch_words})" VERBATIM)
+    DEPENDS ${src} ${headers} COMMENT "nvcc: ${name}.fatbin (${arch_words})" VERBATIM)
   add_custom_command(OUTPUT ${out}.cubin
     COMMAND ${CUDAKIT_NVCC} ${common} --cubin -arch=sm_${CUDAKIT_KERNEL_ARCH} -o ${out}.cubin ${src}
-    DEPENDS ${src} COMMENT "nvcc: ${name}.cubin" VERBATIM)
+    DEPENDS ${src} ${headers} COMMENT "nvcc: ${name}.cubin" VERBATIM)
   add_custom_command(OUTPUT ${out}.ptx
     COMMAND ${CUDAKIT_NVCC} ${common} --ptx -arch=compute_${CUDAKIT_KERNEL_OLDEST_ARCH} -o ${out}.ptx ${src}
-    DEPENDS ${src} COMMENT "nvcc: ${name}.ptx" VERBATIM)
+    DEPENDS ${src} ${headers} COMMENT "nvcc: ${name}.ptx" VERBATIM)
 
   set(asm "")
   foreach(kind fatbin cubin ptx)

@@ -2,6 +2,8 @@
 // names plain for module lookups; each says what it is for.
 #include <cstdint>
 
+#include "stream_gate_flag.h"
+
 extern "C" {
 
 // Does nothing: the launch-cost benchmarks time submission, not work.
@@ -10,24 +12,18 @@ __global__ void empty_kernel() {}
 // Takes 8 arguments and does nothing: launch cost with a larger parameter block.
 __global__ void empty_kernel_8(const float*, float*, int, int, float, float, long long, long long) {}
 
-// Spins for `cycles` clock cycles: holds a stream busy so ordering tests are deterministic
-// (the other stream must wait for it, or the checked result shows it did not).
+// Spins for `cycles` clock cycles: slow work on a stream. A test that must know the
+// stream is still held until it says so uses wait_for_gate instead.
 __global__ void spin_kernel(long long cycles) {
   long long start = clock64();
   while (clock64() - start < cycles) {
   }
 }
 
-// Waits until *flag is nonzero (set by the host through mapped memory or by another
-// stream), up to `max_cycles`; writes 1 to *timed_out if it gave up.
-__global__ void wait_for_flag(volatile const int* flag, long long max_cycles, int* timed_out) {
-  long long start = clock64();
-  while (*flag == 0) {
-    if (clock64() - start > max_cycles) {
-      *timed_out = 1;
-      return;
-    }
-  }
+// Holds its stream until the host opens the gate (stream_gate_flag.h): the kernel of a
+// stream gate for tests that load this image (tests/device/stream_gate.hpp).
+__global__ void wait_for_gate(int* flag, long long max_cycles) {
+  cudakit::testing::wait_until_gate_opens(flag, max_cycles);
 }
 
 // y[i] = a * x[i] + y[i]

@@ -21,6 +21,7 @@
 #include "cudakit/blas_lt.hpp"
 #include "blas_reference.hpp"
 #include "gpu_fixture.hpp"
+#include "stream_gate.hpp"
 
 #ifdef CUDAKIT_HAVE_TEST_KERNELS
 #include "test_kernels.hpp"
@@ -216,7 +217,7 @@ TYPED_TEST(BlasLtTypedGpuTest, EveryEpilogueAtOddSizesMatchesTheHost) {
 
 using ScaleOffset = void(const float*, float*, float, float, int);
 using AddArrays = void(const float*, const float*, float*, int);
-using Spin = void(long long);
+using WaitForGate = void(int*, long long);
 
 class BlasWithKernelsGpuTest : public BlasGpuTest {
  protected:
@@ -226,7 +227,7 @@ class BlasWithKernelsGpuTest : public BlasGpuTest {
     module_ = Module::load(device(), cudakit_kernels::test_fatbin());
     scale_offset_ = module_.kernel<ScaleOffset>("scale_offset");
     add_arrays_ = module_.kernel<AddArrays>("add_arrays");
-    spin_ = module_.kernel<Spin>("spin_kernel");
+    wait_for_gate_ = module_.kernel<WaitForGate>("wait_for_gate");
   }
   void TearDown() override {
     run_deferred_releases();
@@ -239,13 +240,16 @@ class BlasWithKernelsGpuTest : public BlasGpuTest {
   void add(DeviceSpan<const float> a, DeviceSpan<const float> b, DeviceSpan<float> out, StreamRef s) {
     launch(s, add_arrays_, cover(out.size()), a, b, out, int(out.size()));
   }
-  void spin(StreamRef s, double ms) {
-    launch(s, spin_, LaunchConfig{1, 1}, cudakit::testing::spin_cycles(device(), ms));
+  // Holds `s` until the gate opens (stream_gate.hpp).
+  testing::StreamGate hold(StreamRef s) {
+    return testing::StreamGate(s, device(), [this](StreamRef on, int* flag, long long max_cycles) {
+      launch(on, wait_for_gate_, LaunchConfig{1, 1}, flag, max_cycles);
+    });
   }
 
-  // The cross-stream scenario: C is last written on stream b; stream a spins, then the GEMM
-  // writes C (declared, or through the raw library without a declaration); a kernel on b
-  // copies C out at once. Returns what the kernel read.
+  // The cross-stream scenario: C is last written on stream b; a gate holds stream a, behind
+  // it the GEMM writes C (declared, or through the raw library without a declaration); a
+  // kernel on b copies C out at once. Returns what the kernel read.
   std::vector<float> gemm_then_read_on_another_stream(bool declared, std::vector<double>* want) {
     Stream a(device()), b(device());
     constexpr std::int64_t m = 96, n = 80, k = 48;
@@ -258,7 +262,7 @@ class BlasWithKernelsGpuTest : public BlasGpuTest {
     Blas blas(a);
     DeviceBuffer<float> warm(a, m * n, uninitialized);
     blas.gemm(x, w, warm, {.m = m, .n = n, .k = k});  // the handle's workspace now belongs to a
-    spin(a, 200);  // the GEMM starts 200 ms from now
+    testing::StreamGate gate = hold(a);  // the GEMM starts when the gate opens
     if (declared) {
       blas.gemm(x, w, c, {.m = m, .n = n, .k = k});
     } else {
@@ -276,6 +280,9 @@ class BlasWithKernelsGpuTest : public BlasGpuTest {
       });
     }
     copy_scaled(c, out, 1.0f, 0.0f, b);  // a kernel on b reading C
+    EXPECT_FALSE(a.query()) << "the gate holds a";
+    if (!declared) b.synchronize();  // the undeclared reader does not wait for a: it reads now
+    gate.open();
     auto got = download(b, out);
     a.synchronize();  // the raw GEMM still writes C: wait for it before C goes
     auto r = reference(Gemm{.m = m, .n = n, .k = k}, hx, hw, std::vector<float>{});
@@ -286,7 +293,7 @@ class BlasWithKernelsGpuTest : public BlasGpuTest {
   Module module_;
   Kernel<ScaleOffset> scale_offset_;
   Kernel<AddArrays> add_arrays_;
-  Kernel<Spin> spin_;
+  Kernel<WaitForGate> wait_for_gate_;
 };
 
 TEST_F(BlasWithKernelsGpuTest, AKernelOnAnotherStreamReadsTheGemmsResultThroughTheDeclaration) {
@@ -301,8 +308,7 @@ TEST_F(BlasWithKernelsGpuTest, WithoutTheDeclarationTheKernelOnTheOtherStreamRac
   auto got = gemm_then_read_on_another_stream(false, &want);
   int stale = 0;
   for (float v : got) stale += v == -777.0f;
-  EXPECT_GT(stale, 0) << "the raw arm must show the race (the kernel read C before the GEMM wrote it); if it did not, "
-                         "the spin ended first";
+  EXPECT_GT(stale, 0) << "the raw arm must show the race (the kernel read C before the GEMM wrote it)";
 }
 
 TEST_F(BlasWithKernelsGpuTest, EightCapturedGemmsWithKernelsReplayExactlyAThousandTimesAfterTheirBuffersAreDropped) {

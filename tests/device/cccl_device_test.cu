@@ -25,6 +25,8 @@ namespace {
 
 using testing::fresh_integers;
 using testing::GpuTest;
+using testing::hold;
+using testing::StreamGate;
 
 __global__ void add_one(int* data, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -42,8 +44,6 @@ std::vector<float> fresh_floats(std::size_t n) {
 class CcclTest : public GpuTest {
  protected:
   static constexpr int n = 1'000'003;  // odd: the algorithms' tails are exercised
-
-  void hold(StreamRef s, double ms) const { testing::hold(s, device(), ms); }
 };
 
 // ---- CUB ----
@@ -82,13 +82,20 @@ TEST_F(CcclTest, ACubReductionOnStreamBWaitsForTheWriterHeldOnStreamA) {
   Stream a(device()), b(device());
   auto old_values = fresh_integers<std::int64_t>(n, 1, 1000), new_values = fresh_integers<std::int64_t>(n, 1, 1000);
   DeviceBuffer<std::int64_t> data = upload(a, old_values), source = upload(a, new_values), sum(b, 1, uninitialized);
+  auto sum_on_b = [&](const DeviceBuffer<std::int64_t>& in, DeviceBuffer<std::int64_t>& out) {
+    run_cub(b, reads(in), writes(out), [&](void* temp, std::size_t& bytes, cudaStream_t h) {
+      return cub::DeviceReduce::Sum(temp, bytes, in.data(), out.data(), n, h);
+    });
+  };
+  DeviceBuffer<std::int64_t> warm(b, 1, uninitialized);
+  sum_on_b(source, warm);  // CUB's kernels load now, not behind the gate (runtime_helpers.cuh)
   a.synchronize();
-  hold(a, 100);
-  copy(a, source, data);  // a writes data, late
-  run_cub(b, reads(data), writes(sum), [&](void* temp, std::size_t& bytes, cudaStream_t h) {
-    return cub::DeviceReduce::Sum(temp, bytes, data.data(), sum.data(), n, h);
-  });
-  EXPECT_FALSE(a.query()) << "the spin still holds a";
+  b.synchronize();
+  StreamGate gate = hold(a, device());
+  copy(a, source, data);  // a writes data once the gate opens
+  sum_on_b(data, sum);
+  EXPECT_FALSE(a.query()) << "the gate holds a";
+  gate.open();
   EXPECT_EQ(download(b, sum).at(0), std::accumulate(new_values.begin(), new_values.end(), std::int64_t{0}));
 }
 
@@ -164,15 +171,21 @@ TEST_F(CcclTest, AReaderOnStreamBWaitsForAThrustSortHeldOnStreamA) {
   auto keys = fresh_floats(n);
   DeviceBuffer<float> d = upload(a, keys), out(b, n, uninitialized);
   fill_pattern8(b, out, 0xBD);
-  a.synchronize();
   ThrustAllocator temp(a);
-  hold(a, 100);
-  enqueue(a, writes(d), [&](CUstream) {
-    auto begin = thrust::device_pointer_cast(d.data());
-    thrust::sort(thrust_on(a, temp), begin, begin + n);
-  });
+  auto sort_on_a = [&](DeviceBuffer<float>& keys_on_a) {
+    enqueue(a, writes(keys_on_a), [&](CUstream) {
+      auto begin = thrust::device_pointer_cast(keys_on_a.data());
+      thrust::sort(thrust_on(a, temp), begin, begin + n);
+    });
+  };
+  DeviceBuffer<float> warm = upload(a, keys);
+  sort_on_a(warm);  // Thrust's kernels load now, not behind the gate (runtime_helpers.cuh)
+  a.synchronize();
+  StreamGate gate = hold(a, device());
+  sort_on_a(d);
   copy(b, d, out);  // b reads the sorted keys: waits for a
-  EXPECT_FALSE(a.query()) << "the spin still holds a";
+  EXPECT_FALSE(a.query()) << "the gate holds a";
+  gate.open();
   std::sort(keys.begin(), keys.end());
   EXPECT_EQ(download(b, out), keys);
 }

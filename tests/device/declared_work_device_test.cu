@@ -2,10 +2,10 @@
 // `<<<>>>` launches, raw driver calls) ordered across streams by what it declares, and
 // kept alive and ordered by graphs.
 //
-// The ordering tests are deterministic: a spin kernel holds stream A, the writer queued
-// behind it writes fresh random values, and the reader on stream B must wait for it. The
-// raw arm runs the same work without the declaration and must read the old values,
-// which shows that the test can fail.
+// The ordering tests are deterministic: a gate holds stream A until the test opens it
+// (stream_gate.hpp), the writer queued behind it writes fresh random values, and the
+// reader on stream B must wait for it. The raw arm runs the same work without the
+// declaration and must read the old values, which shows that the test can fail.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -21,6 +21,9 @@ namespace {
 using testing::fresh_integers;
 using testing::fresh_values;
 using testing::GpuTest;
+using testing::hold;
+using testing::load_kernels;
+using testing::StreamGate;
 
 __global__ void copy_values(const float* in, float* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -46,9 +49,6 @@ void expect_runtime_ok(cudaError_t e) { ASSERT_EQ(e, cudaSuccess) << cudaGetErro
 class DeclaredWorkDeviceTest : public GpuTest {
  protected:
   static constexpr int n = 1 << 16;
-  static constexpr double hold_ms = 100;  // how long the spin holds stream A
-
-  void hold(StreamRef s, double ms) const { testing::hold(s, device(), ms); }
 };
 
 // How the writer on stream A writes `source` into `target`: a runtime `<<<>>>` kernel, or a
@@ -83,29 +83,33 @@ struct TwoStreams {
   DeviceBuffer<float> data, source, out;
 };
 
-TEST_P(CrossStreamDeclaredWork, AReaderOnStreamBSeesTheWriteQueuedBehindASpinOnStreamA) {
+TEST_P(CrossStreamDeclaredWork, AReaderOnStreamBSeesTheWriteHeldOnStreamA) {
   TwoStreams t(device(), n);
-  hold(t.a, hold_ms);
+  load_kernels(device(), copy_values);
+  StreamGate gate = hold(t.a, device());
   enqueue(t.a, reads(t.source), writes(t.data), [&](CUstream s) { write(s, t.source, t.data); });
   enqueue(t.b, reads(t.data), writes(t.out), [&](CUstream s) {
     copy_values<<<blocks(n), block, 0, s>>>(t.data.data(), t.out.data(), n);
     expect_runtime_ok(cudaGetLastError());
   });
-  EXPECT_FALSE(t.a.query()) << "the spin still holds A: the test is deterministic only while it does";
+  EXPECT_FALSE(t.a.query()) << "the gate holds A";
+  gate.open();
   EXPECT_EQ(download(t.b, t.out), t.new_values) << "the reader on B read before the writer on A";
 }
 
 TEST_P(CrossStreamDeclaredWork, WithoutTheDeclarationTheReaderRacesAheadOfTheWriter) {
   TwoStreams t(device(), n);
-  hold(t.a, hold_ms);
+  load_kernels(device(), copy_values);
+  StreamGate gate = hold(t.a, device());
   write(t.a.handle(), t.source, t.data);  // the same work, undeclared
   copy_values<<<blocks(n), block, 0, t.b.handle()>>>(t.data.data(), t.out.data(), n);
   expect_runtime_ok(cudaGetLastError());
-  EXPECT_FALSE(t.a.query()) << "the spin still holds A";
+  EXPECT_FALSE(t.a.query()) << "the gate holds A";
   t.b.synchronize();
   std::vector<float> seen(n);
   expect_runtime_ok(cudaMemcpy(seen.data(), t.out.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
   EXPECT_EQ(seen, t.old_values) << "without the declaration B read before A wrote: the race the test exists to catch";
+  gate.open();
   t.a.synchronize();
 }
 
@@ -117,12 +121,14 @@ TEST_F(DeclaredWorkDeviceTest, AWriterOnStreamBWaitsForAReaderHeldOnStreamA) {
   auto values = fresh_values(n);
   DeviceBuffer<float> data = upload(a, values), seen(a, n, uninitialized);
   a.synchronize();
-  hold(a, hold_ms);
+  load_kernels(device(), copy_values);
+  StreamGate gate = hold(a, device());
   enqueue(a, reads(data), writes(seen), [&](CUstream s) { copy_values<<<blocks(n), block, 0, s>>>(data.data(), seen.data(), n); });
   enqueue(b, writes(data), [&](CUstream s) {
     expect_runtime_ok(cudaMemsetAsync(data.data(), 0, n * sizeof(float), s));
   });
-  EXPECT_FALSE(a.query()) << "the spin still holds A";
+  EXPECT_FALSE(a.query()) << "the gate holds A";
+  gate.open();
   EXPECT_EQ(download(a, seen), values) << "the writer on B overwrote the data before A's reader read it";
   EXPECT_EQ(download(b, data), std::vector<float>(n, 0.0f));
 }
@@ -147,15 +153,17 @@ TEST_F(DeclaredWorkDeviceTest, ACapturedGraphKeepsTheDeclaredBuffersAfterTheirOw
   for (int i = 0; i < replays; ++i) exec.launch(s);
 
   // A reader on another stream after the replays, declared: waits for the last replay,
-  // which a spin holds back.
-  hold(s, hold_ms);
+  // which a gate holds back.
+  load_kernels(device(), copy_values);
+  StreamGate gate = hold(s, device());
   exec.launch(s);
   DeviceBuffer<float> copy_out(other, n, uninitialized);
   fill_pattern8(other, copy_out, 0xBD);
   enqueue(other, reads(out), writes(copy_out), [&](CUstream h) {
     copy_values<<<blocks(n), block, 0, h>>>(out.data(), copy_out.data(), n);
   });
-  EXPECT_FALSE(s.query()) << "the spin still holds the replay";
+  EXPECT_FALSE(s.query()) << "the gate holds the replay";
+  gate.open();
   auto got = download(other, copy_out);
   for (int i = 0; i < n; ++i)
     ASSERT_EQ(got[i], y0[i] + (replays + 1) * x0[i]) << "element " << i << " after " << replays + 1 << " replays";
@@ -170,14 +178,17 @@ TEST_F(DeclaredWorkDeviceTest, APeerBufferIsOrderedAcrossDevices) {
   DeviceBuffer<float> source = upload(there, values), remote(there, n, uninitialized), local(here, n, uninitialized);
   fill_pattern8(here, local, 0xBD);
   there.synchronize();
-  hold(there, hold_ms);
+  load_kernels(device(), copy_values);
+  load_kernels(other_device, copy_values);
+  StreamGate gate = hold(there, other_device);
   enqueue(there, reads(source), writes(remote), [&](CUstream s) {
     copy_values<<<blocks(n), block, 0, s>>>(source.data(), remote.data(), n);
   });
   enqueue(here, reads(remote), writes(local), [&](CUstream s) {
     copy_values<<<blocks(n), block, 0, s>>>(remote.data(), local.data(), n);  // through peer access
   });
-  EXPECT_FALSE(there.query()) << "the spin still holds device 1's stream";
+  EXPECT_FALSE(there.query()) << "the gate holds device 1's stream";
+  gate.open();
   EXPECT_EQ(download(here, local), values);
 }
 

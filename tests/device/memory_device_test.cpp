@@ -1,8 +1,9 @@
 // Memory on a real GPU: round trips in every direction on fresh random data
 // (outputs poisoned first), pinned and pageable, sizes odd and larger than a staging
-// buffer; fills; the deterministic ordering tests (a spinning kernel holds stream A while
-// stream B must wait); out of memory; the pool's threshold; and the predecessors'
-// scenario (1, 4 and 8 threads, 40 identical requests each, shared read-only weights).
+// buffer; fills; the deterministic ordering tests (a gate holds stream A until the test
+// opens it, while stream B must wait); out of memory; the pool's threshold; and the
+// predecessors' scenario (1, 4 and 8 threads, 40 identical requests each, shared
+// read-only weights).
 //
 // Kernels are launched raw (cuLaunchKernel through driver::cu) until typed launches
 // exist, so each test declares its launches' buffer uses itself with span.use(stream,
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "gpu_fixture.hpp"
+#include "stream_gate.hpp"
 
 #ifdef CUDAKIT_HAVE_TEST_KERNELS
 #include "test_kernels.hpp"
@@ -250,11 +252,12 @@ TEST_F(MemoryDeviceTest, PageableSourceMayBeOverwrittenAsSoonAsCopyReturns) {
 // helper's), and launched raw.
 class Kernels {
  public:
-  explicit Kernels(const Device& device) : context_(Context::primary(device)) {
+  explicit Kernels(const Device& device) : device_(device), context_(Context::primary(device)) {
     context_.make_current();
     auto image = cudakit_kernels::test_fatbin();
     check(cu.ModuleLoadDataEx(&module_, image.data(), 0, nullptr, nullptr), "cuModuleLoadDataEx", Resource::none());
-    for (const char* name : {"spin_kernel", "slow_copy", "increment", "add_arrays", "scale_offset", "write_through"}) {
+    for (const char* name :
+         {"spin_kernel", "slow_copy", "increment", "add_arrays", "scale_offset", "write_through", "wait_for_gate"}) {
       CUfunction f = nullptr;
       check(cu.ModuleGetFunction(&f, module_, name), "cuModuleGetFunction", Resource::none());
       functions_[name] = f;
@@ -278,6 +281,14 @@ class Kernels {
     long long c = cycles(ms);
     launch("spin_kernel", s, 1, 1, {&c});
   }
+  // Holds `s` until the gate opens (stream_gate.hpp).
+  testing::StreamGate hold(StreamRef s) const {
+    return testing::StreamGate(s, device_, [this](StreamRef on, int* flag, long long max_cycles) {
+      launch("wait_for_gate", on, 1, 1, {&flag, &max_cycles});
+    });
+  }
+  // out = in; declares its uses first.
+  void copy(StreamRef s, DeviceSpan<const float> in, DeviceSpan<float> out) const { slow_copy(s, in, out, 0); }
   // out = in after spinning about `ms` milliseconds; declares its uses first.
   void slow_copy(StreamRef s, DeviceSpan<const float> in, DeviceSpan<float> out, int ms) const {
     in.use(s, Access::read);
@@ -313,6 +324,7 @@ class Kernels {
   }
 
  private:
+  Device device_;
   Context context_;
   CUmodule module_ = nullptr;
   std::map<std::string, CUfunction> functions_;
@@ -332,7 +344,7 @@ class MemoryOrderingTest : public MemoryDeviceTest {
   }
   const Kernels& k() const { return *kernels_; }
   static constexpr std::size_t n = 4096;
-  static constexpr int hold_ms = 100;  // how long the spin holds the first stream
+  static constexpr int hold_ms = 100;  // how long a spin keeps a stream busy
 
  private:
   std::unique_ptr<Kernels> kernels_;
@@ -343,11 +355,13 @@ TEST_F(MemoryOrderingTest, ReadAfterWriteOnAnotherStreamSeesTheNewData) {
   auto old_values = random_floats(n, 1), new_values = random_floats(n, 2);
   DeviceBuffer<float> x = upload(a, old_values), source = upload(a, new_values);
   a.synchronize();
-  k().slow_copy(a, source, x, hold_ms);  // a writes x, late
+  testing::StreamGate gate = k().hold(a);
+  k().copy(a, source, x);  // a writes x once the gate opens
   DeviceBuffer<float> y(b, n, uninitialized);
   poison(b, y);
   copy(b, x, y);  // b reads x: must wait for a's write
-  EXPECT_FALSE(a.query()) << "the spin still holds a: the test is deterministic only while it does";
+  EXPECT_FALSE(a.query()) << "the gate holds a";
+  gate.open();
   EXPECT_EQ(download(b, y), new_values);
 }
 
@@ -358,10 +372,15 @@ TEST_F(MemoryOrderingTest, WriteAfterReadWaitsForReadersOnTwoStreams) {
   DeviceBuffer<float> y1(r1, n, uninitialized), y2(r2, n, uninitialized);
   poison(r1, y1);
   poison(r2, y2);
-  k().slow_copy(r1, x, y1, hold_ms);      // two slow readers
-  k().slow_copy(r2, x, y2, hold_ms / 2);
-  fill(w, x, -5.0f);                      // the writer must wait for both
-  EXPECT_FALSE(r1.query());
+  testing::StreamGate first = k().hold(r1), second = k().hold(r2);
+  k().copy(r1, x, y1);  // two readers, each behind a gate
+  k().copy(r2, x, y2);
+  fill(w, x, -5.0f);    // the writer must wait for both
+  EXPECT_FALSE(r1.query()) << "the gate holds the first reader";
+  second.open();
+  r2.synchronize();
+  EXPECT_FALSE(w.query()) << "the writer waits for the first reader too";
+  first.open();
   EXPECT_EQ(download(w, x), std::vector<float>(n, -5.0f));
   EXPECT_EQ(download(r1, y1), values) << "the first reader read before the write";
   EXPECT_EQ(download(r2, y2), values) << "the second reader read before the write";
@@ -372,9 +391,11 @@ TEST_F(MemoryOrderingTest, WriteAfterWriteOnAnotherStreamKeepsTheOrder) {
   auto values = random_floats(n, 4);
   DeviceBuffer<float> source = upload(a, values), x(a, n, uninitialized);
   poison(a, x);
-  k().slow_copy(a, source, x, hold_ms);  // first write, late
-  k().increment(b, x);                    // second write: must come after
-  EXPECT_FALSE(a.query());
+  testing::StreamGate gate = k().hold(a);
+  k().copy(a, source, x);  // first write, once the gate opens
+  k().increment(b, x);     // second write: must come after
+  EXPECT_FALSE(a.query()) << "the gate holds a";
+  gate.open();
   auto out = download(b, x);
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], values[i] + 1.0f) << "element " << i;
 }
@@ -384,9 +405,10 @@ TEST_F(MemoryOrderingTest, FreeWhileAnotherStreamStillReadsWaitsForTheReader) {
   auto values = random_floats(n, 5);
   DeviceBuffer<float> y(b, n, uninitialized);
   poison(b, y);
+  testing::StreamGate gate = k().hold(b);
   {
     DeviceBuffer<float> x = upload(a, values);
-    k().slow_copy(b, x, y, hold_ms);  // b reads x, late
+    k().copy(b, x, y);  // b reads x once the gate opens
   }  // x freed: stream-ordered after b's read
   // Allocate again on a: the pool may hand out x's memory; overwrite it at once.
   std::vector<DeviceBuffer<float>> again;
@@ -394,7 +416,8 @@ TEST_F(MemoryOrderingTest, FreeWhileAnotherStreamStillReadsWaitsForTheReader) {
     again.emplace_back(a, n, uninitialized);
     fill(a, again.back(), -7.0f);
   }
-  EXPECT_FALSE(b.query());
+  EXPECT_FALSE(b.query()) << "the gate holds b";
+  gate.open();
   EXPECT_EQ(download(b, y), values) << "the reader saw the buffer's data, not the next allocation's";
 }
 
@@ -441,9 +464,10 @@ TEST_F(MemoryOrderingTest, StreamOrderedPageableDownloadCompletesWithItsStream) 
   auto values = random_floats(3 * staging_chunk_bytes / sizeof(float) + 9, 8);
   DeviceBuffer<float> x = upload(a, values);
   std::vector<float> out(values.size(), -999.0f);
-  k().spin(a, hold_ms);
-  copy(a, x, out);  // lands after the spin, through host callbacks
-  EXPECT_NE(out, values) << "not yet: the spin holds the stream";
+  testing::StreamGate gate = k().hold(a);
+  copy(a, x, out);  // lands once the gate opens, through host callbacks
+  EXPECT_NE(out, values) << "not yet: the gate holds the stream";
+  gate.open();
   a.synchronize();
   EXPECT_EQ(out, values);
 }

@@ -72,7 +72,6 @@ TEST_F(RuntimeKernelTest, ATemplateInstanceIsNamedByItsSignature) {
 
 TEST_F(RuntimeKernelTest, ItsPointerArgumentsAreOrderedAcrossStreamsLikeAModuleKernels) {
   auto kernel = runtime_kernel(scale_offset, device());
-  auto spinner = runtime_kernel(testing::spin_for, device());
   Stream a(device()), b(device());
   auto values = fresh_values(n);
   DeviceBuffer<float> source = upload(a, values), middle(a, n, uninitialized), out(b, n, uninitialized);
@@ -80,11 +79,11 @@ TEST_F(RuntimeKernelTest, ItsPointerArgumentsAreOrderedAcrossStreamsLikeAModuleK
   fill_pattern8(b, out, 0xBD);
   a.synchronize();
   b.synchronize();
-  const long long cycles = cudakit::testing::spin_cycles(device(), 100);
-  launch(a, spinner, LaunchConfig{1, 1}, cycles);
+  testing::StreamGate gate = testing::hold(a, device());
   launch(a, kernel, LaunchConfig{grid_for(n, 256), 256}, source, middle, 2.0f, 0.0f, n);  // writes middle on a
   launch(b, kernel, LaunchConfig{grid_for(n, 256), 256}, middle, out, 0.5f, 0.0f, n);     // reads it on b
-  EXPECT_FALSE(a.query()) << "the spin still holds a: the test is deterministic only while it does";
+  EXPECT_FALSE(a.query()) << "the gate holds a";
+  gate.open();
   EXPECT_EQ(download(b, out), values);
 }
 
