@@ -202,8 +202,8 @@ if want sanitize && command -v compute-sanitizer >/dev/null; then
   # Every device test under each tool, so that "zero findings" covers the whole suite.
   # Each tool runs one test suite per process; the processes run side by side
   # (SANITIZE_JOBS at a time), each with its own time limit. A tool's
-  # findings are its ERROR SUMMARY; a test that fails its own timing precondition under
-  # the slowdown (spin-held ordering tests) is a test failure, reported apart.
+  # findings are its ERROR SUMMARY; a test that fails its own checks is a test failure,
+  # reported apart.
   # API-error reporting is off: many tests provoke driver errors on purpose. *Poison*
   # leaves out PoisonedContextTest, whose child process writes through a bad address on
   # purpose (memcheck would report it, and the sanitizer follows children).
@@ -241,9 +241,6 @@ if want sanitize && command -v compute-sanitizer >/dev/null; then
   }
   export -f run_one
   export bundle logs limit
-  # Spin-held ordering tests hold a stream while the host submits work behind it; under a
-  # sanitizer every call is far slower, so their spins run this many times longer.
-  export CUDAKIT_TEST_SPIN_SCALE=${SANITIZE_SPIN_SCALE:-20}
   : >"$logs/sanitize_exit.txt"
   start=$(date +%s)
   # initcheck runs one process at a time, after the others. Beside other sanitizer
