@@ -105,11 +105,11 @@ TEST_P(CrossStreamDeclaredWork, WithoutTheDeclarationTheReaderRacesAheadOfTheWri
   copy_values<<<blocks(n), block, 0, t.b.handle()>>>(t.data.data(), t.out.data(), n);
   expect_runtime_ok(cudaGetLastError());
   EXPECT_FALSE(t.a.query()) << "the gate holds A";
-  t.b.synchronize();
+  t.b.synchronize();  // B's reader ran while the gate held A's writer
+  gate.open();
   std::vector<float> seen(n);
   expect_runtime_ok(cudaMemcpy(seen.data(), t.out.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
   EXPECT_EQ(seen, t.old_values) << "without the declaration B read before A wrote: the race the test exists to catch";
-  gate.open();
   t.a.synchronize();
 }
 
