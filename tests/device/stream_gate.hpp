@@ -6,8 +6,8 @@
 //
 // The gate owns one int of mapped page-locked memory, the flag (stream_gate_flag.h). Its
 // constructor queues a one-thread kernel on the held stream that waits until the host
-// writes gate_open into the flag. The kernel stops waiting after a bound of about
-// `bound_ms` of the device clock and writes gate_timed_out: a test that waits on the held
+// writes gate_open into the flag. The kernel stops waiting after a bound (about 15 s of
+// the device clock unless the test names another) and writes gate_timed_out: a test that waits on the held
 // stream before it opens the gate then fails instead of hanging the suite.
 //
 //   StreamGate gate(a, device(), launch_wait);    // a is held
@@ -37,12 +37,13 @@ class StreamGate {
   /// the bound in clock cycles.
   using LaunchWait = std::function<void(StreamRef s, int* flag, long long max_cycles)>;
 
-  /// How long the kernel waits at most: far longer than any test needs between holding
-  /// and opening, under a sanitizer too.
-  static constexpr double bound_ms = 15'000;
+  /// How long the kernel waits at most by default: far longer than any test needs between
+  /// holding and opening, under a sanitizer too.
+  static constexpr double default_bound_ms = 15'000;
 
-  /// Holds `held`, a stream of `device`, with the kernel `launch_wait` queues on it.
-  StreamGate(StreamRef held, const Device& device, const LaunchWait& launch_wait)
+  /// Holds `held`, a stream of `device`, with the kernel `launch_wait` queues on it, for
+  /// at most about `bound_ms` of the device clock.
+  StreamGate(StreamRef held, const Device& device, const LaunchWait& launch_wait, double bound_ms = default_bound_ms)
       : held_(held), flag_(1, zeroed, PinnedOptions{.mapped = true}) {
     static_assert(gate_closed == 0, "zeroed memory is a closed gate");
     const long long khz = device.attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
