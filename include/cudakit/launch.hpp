@@ -32,7 +32,7 @@
 #include <utility>
 
 #include "cudakit/export.hpp"
-#include "cudakit/detail/capture_guard.hpp"
+#include "cudakit/detail/launch_in_capture.hpp"
 #include "cudakit/detail/kernel_binding.hpp"
 #include "cudakit/kernel.hpp"
 #include "cudakit/kernel_args.hpp"

@@ -4,8 +4,8 @@
 // uses among them) are the stream layer's (src/stream/capture_state.hpp), where streams
 // and buffers reach them. Here a capture is a GraphCapture (graph_capture.hpp): those
 // books, and what the capture hands to its graph at the end: the resources the graph keeps
-// alive and the kernels launched so far, each kept once. Streams and buffers hand over
-// their part through the two hooks installed below, since they cannot name a graph's
+// alive and the kernels launched so far, each kept once. Streams, buffers and launches hand
+// over their part through the three hooks installed below, since they cannot name a graph's
 // resources.
 #include "cudakit/capture.hpp"
 
@@ -25,6 +25,7 @@
 #include "cudakit/kernel.hpp"
 #include "cudakit/memory_pool.hpp"
 #include "graph/graph_capture.hpp"
+#include "launch/launch_in_capture.hpp"
 #include "stream/stream_state_of.hpp"
 #include "stream/deferred.hpp"
 #include "device/device_state.hpp"
@@ -49,8 +50,16 @@ void keep_buffer(CaptureState* c, Allocation* allocation, Access access) {
   graph_capture(c).resources->add_use(allocation, access);
 }
 
+// A kernel launched on a capturing stream: the graph keeps its module loaded, once per
+// kernel.
+void keep_kernel(CaptureState* c, const Function& function) {
+  GraphCapture& g = graph_capture(c);
+  if (g.kernels.insert(&function.state()).second) g.resources->keep(std::make_shared<const Function>(function));
+}
+
 [[maybe_unused]] const bool capture_hooks_installed =
-    (keep_callback_for_capture = &keep_callback, keep_buffer_for_capture = &keep_buffer, true);
+    (keep_callback_for_capture = &keep_callback, keep_buffer_for_capture = &keep_buffer,
+     keep_kernel_for_capture = &keep_kernel, true);
 
 Resource stream_resource(const StreamState* s) { return Resource::of(ResourceKind::stream, s->handle, s->device); }
 
@@ -88,16 +97,6 @@ void prepare_for_capture(int device) {
 }
 
 }  // namespace
-
-void note_launch_in_capture(StreamRef stream, const Function& function) {
-  StreamState* s = stream_state_of(stream);
-  CaptureState* c = s->marks.capture();
-  if (c == nullptr) return;
-  if (s->marks.capture_owner() != std::this_thread::get_id())
-    refuse_submission_from_other_thread(s, ("a launch of kernel '" + function.name() + "'").c_str());
-  GraphCapture& g = graph_capture(c);
-  if (g.kernels.insert(&function.state()).second) g.resources->keep(std::make_shared<const Function>(function));
-}
 
 }  // namespace detail
 

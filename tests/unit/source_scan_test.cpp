@@ -109,6 +109,7 @@ const std::map<std::string, std::string> public_header_layer = {
     {"borrowed_kernel.hpp", "launch"},
     {"detail/function_state.hpp", "launch"},
     {"detail/kernel_binding.hpp", "launch"},
+    {"detail/launch_in_capture.hpp", "launch"},
     {"graph.hpp", "graph"},
     {"graph_exec.hpp", "graph"},
     {"graph_cache.hpp", "graph"},

@@ -26,10 +26,6 @@
 #include "cudakit/detail/stream_state.hpp"
 #include "cudakit/stream.hpp"
 
-namespace cudakit {
-class Function;
-}
-
 namespace cudakit::detail {
 
 /// DESIGN 9: throws CaptureError naming both threads when `state`'s stream is being
@@ -42,17 +38,6 @@ inline void check_capturing_thread(StreamState* state, const char* what) {
   if (active_captures.load(std::memory_order_relaxed) == 0 || state == nullptr) [[likely]]
     return;
   if (state->marks.capture() != nullptr) refuse_submission_from_other_thread(state, what);
-}
-
-/// A kernel launch on `stream` while captures are in progress: refuses it from another
-/// thread than the capture's (DESIGN 9), and makes the capture's graph keep the kernel's
-/// module loaded (DESIGN 4).
-CUDAKIT_API void note_launch_in_capture(StreamRef stream, const Function& function);
-
-/// The cheap form, for every launch: one relaxed load while no capture is in progress.
-inline void note_launch(StreamRef stream, const Function& function) {
-  if (active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]]
-    note_launch_in_capture(stream, function);
 }
 
 }  // namespace cudakit::detail
