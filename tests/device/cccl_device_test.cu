@@ -24,6 +24,7 @@ namespace cudakit {
 namespace {
 
 using testing::fresh_integers;
+using testing::expect_held;
 using testing::GpuTest;
 using testing::hold;
 using testing::StreamGate;
@@ -94,7 +95,7 @@ TEST_F(CcclTest, ACubReductionOnStreamBWaitsForTheWriterHeldOnStreamA) {
   StreamGate gate = hold(a, device());
   copy(a, source, data);  // a writes data once the gate opens
   sum_on_b(data, sum);
-  EXPECT_FALSE(a.query()) << "the gate holds a";
+  expect_held(a, "the gate holds a");
   gate.open();
   EXPECT_EQ(download(b, sum).at(0), std::accumulate(new_values.begin(), new_values.end(), std::int64_t{0}));
 }
@@ -184,7 +185,7 @@ TEST_F(CcclTest, AReaderOnStreamBWaitsForAThrustSortHeldOnStreamA) {
   StreamGate gate = hold(a, device());
   sort_on_a(d);
   copy(b, d, out);  // b reads the sorted keys: waits for a
-  EXPECT_FALSE(a.query()) << "the gate holds a";
+  expect_held(a, "the gate holds a");
   gate.open();
   std::sort(keys.begin(), keys.end());
   EXPECT_EQ(download(b, out), keys);

@@ -20,6 +20,7 @@ namespace {
 
 using testing::fresh_integers;
 using testing::fresh_values;
+using testing::expect_held;
 using testing::GpuTest;
 using testing::hold;
 using testing::load_kernels;
@@ -92,19 +93,20 @@ TEST_P(CrossStreamDeclaredWork, AReaderOnStreamBSeesTheWriteHeldOnStreamA) {
     copy_values<<<blocks(n), block, 0, s>>>(t.data.data(), t.out.data(), n);
     expect_runtime_ok(cudaGetLastError());
   });
-  EXPECT_FALSE(t.a.query()) << "the gate holds A";
+  expect_held(t.a, "the gate holds A");
   gate.open();
   EXPECT_EQ(download(t.b, t.out), t.new_values) << "the reader on B read before the writer on A";
 }
 
 TEST_P(CrossStreamDeclaredWork, WithoutTheDeclarationTheReaderRacesAheadOfTheWriter) {
+  CUDAKIT_SKIP_UNLESS_GATES_HOLD();
   TwoStreams t(device(), n);
   load_kernels(device(), copy_values);
   StreamGate gate = hold(t.a, device());
   write(t.a.handle(), t.source, t.data);  // the same work, undeclared
   copy_values<<<blocks(n), block, 0, t.b.handle()>>>(t.data.data(), t.out.data(), n);
   expect_runtime_ok(cudaGetLastError());
-  EXPECT_FALSE(t.a.query()) << "the gate holds A";
+  expect_held(t.a, "the gate holds A");
   t.b.synchronize();  // B's reader ran while the gate held A's writer
   gate.open();
   std::vector<float> seen(n);
@@ -127,7 +129,7 @@ TEST_F(DeclaredWorkDeviceTest, AWriterOnStreamBWaitsForAReaderHeldOnStreamA) {
   enqueue(b, writes(data), [&](CUstream s) {
     expect_runtime_ok(cudaMemsetAsync(data.data(), 0, n * sizeof(float), s));
   });
-  EXPECT_FALSE(a.query()) << "the gate holds A";
+  expect_held(a, "the gate holds A");
   gate.open();
   EXPECT_EQ(download(a, seen), values) << "the writer on B overwrote the data before A's reader read it";
   EXPECT_EQ(download(b, data), std::vector<float>(n, 0.0f));
@@ -162,7 +164,7 @@ TEST_F(DeclaredWorkDeviceTest, ACapturedGraphKeepsTheDeclaredBuffersAfterTheirOw
   enqueue(other, reads(out), writes(copy_out), [&](CUstream h) {
     copy_values<<<blocks(n), block, 0, h>>>(out.data(), copy_out.data(), n);
   });
-  EXPECT_FALSE(s.query()) << "the gate holds the replay";
+  expect_held(s, "the gate holds the replay");
   gate.open();
   auto got = download(other, copy_out);
   for (int i = 0; i < n; ++i)
@@ -187,7 +189,7 @@ TEST_F(DeclaredWorkDeviceTest, APeerBufferIsOrderedAcrossDevices) {
   enqueue(here, reads(remote), writes(local), [&](CUstream s) {
     copy_values<<<blocks(n), block, 0, s>>>(remote.data(), local.data(), n);  // through peer access
   });
-  EXPECT_FALSE(there.query()) << "the gate holds device 1's stream";
+  expect_held(there, "the gate holds device 1's stream");
   gate.open();
   EXPECT_EQ(download(here, local), values);
 }

@@ -33,6 +33,7 @@ namespace cudakit {
 namespace {
 
 using driver::cu;
+using testing::expect_held;
 using testing::GpuTest;
 
 class MemoryDeviceTest : public GpuTest {};
@@ -360,7 +361,7 @@ TEST_F(MemoryOrderingTest, ReadAfterWriteOnAnotherStreamSeesTheNewData) {
   DeviceBuffer<float> y(b, n, uninitialized);
   poison(b, y);
   copy(b, x, y);  // b reads x: must wait for a's write
-  EXPECT_FALSE(a.query()) << "the gate holds a";
+  expect_held(a, "the gate holds a");
   gate.open();
   EXPECT_EQ(download(b, y), new_values);
 }
@@ -376,10 +377,10 @@ TEST_F(MemoryOrderingTest, WriteAfterReadWaitsForReadersOnTwoStreams) {
   k().copy(r1, x, y1);  // two readers, each behind a gate
   k().copy(r2, x, y2);
   fill(w, x, -5.0f);    // the writer must wait for both
-  EXPECT_FALSE(r1.query()) << "the gate holds the first reader";
+  expect_held(r1, "the gate holds the first reader");
   second.open();
   r2.synchronize();
-  EXPECT_FALSE(w.query()) << "the writer waits for the first reader too";
+  expect_held(w, "the writer waits for the first reader too");
   first.open();
   EXPECT_EQ(download(w, x), std::vector<float>(n, -5.0f));
   EXPECT_EQ(download(r1, y1), values) << "the first reader read before the write";
@@ -394,7 +395,7 @@ TEST_F(MemoryOrderingTest, WriteAfterWriteOnAnotherStreamKeepsTheOrder) {
   testing::StreamGate gate = k().hold(a);
   k().copy(a, source, x);  // first write, once the gate opens
   k().increment(b, x);     // second write: must come after
-  EXPECT_FALSE(a.query()) << "the gate holds a";
+  expect_held(a, "the gate holds a");
   gate.open();
   auto out = download(b, x);
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], values[i] + 1.0f) << "element " << i;
@@ -416,7 +417,7 @@ TEST_F(MemoryOrderingTest, FreeWhileAnotherStreamStillReadsWaitsForTheReader) {
     again.emplace_back(a, n, uninitialized);
     fill(a, again.back(), -7.0f);
   }
-  EXPECT_FALSE(b.query()) << "the gate holds b";
+  expect_held(b, "the gate holds b");
   gate.open();
   EXPECT_EQ(download(b, y), values) << "the reader saw the buffer's data, not the next allocation's";
 }

@@ -19,6 +19,7 @@ namespace cudakit {
 namespace {
 
 using testing::fresh_values;
+using testing::expect_held;
 using testing::GpuTest;
 
 // out = scale * in + offset, rounded after each operation (no fused multiply-add), so the
@@ -82,7 +83,7 @@ TEST_F(RuntimeKernelTest, ItsPointerArgumentsAreOrderedAcrossStreamsLikeAModuleK
   testing::StreamGate gate = testing::hold(a, device());
   launch(a, kernel, LaunchConfig{grid_for(n, 256), 256}, source, middle, 2.0f, 0.0f, n);  // writes middle on a
   launch(b, kernel, LaunchConfig{grid_for(n, 256), 256}, middle, out, 0.5f, 0.0f, n);     // reads it on b
-  EXPECT_FALSE(a.query()) << "the gate holds a";
+  expect_held(a, "the gate holds a");
   gate.open();
   EXPECT_EQ(download(b, out), values);
 }

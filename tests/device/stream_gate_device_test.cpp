@@ -26,6 +26,7 @@ class StreamGateTest : public testing::GpuTest {
   void SetUp() override {
     GpuTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
+    CUDAKIT_SKIP_UNLESS_GATES_HOLD();
     module_ = Module::load(device(), cudakit_kernels::test_fatbin());
     wait_for_gate_ = module_.kernel<void(int*, long long)>("wait_for_gate");
   }
