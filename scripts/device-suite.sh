@@ -254,7 +254,18 @@ if want sanitize && command -v compute-sanitizer >/dev/null; then
   # reported none. Serial, a finding is one to chase.
   grep -v '^initcheck ' "$plan" | xargs -P "$jobs" -L 1 bash -c 'run_one "$0" "$1" "$2"'
   grep '^initcheck ' "$plan" | xargs -P 1 -L 1 bash -c 'run_one "$0" "$1" "$2"'
-  note "compute-sanitizer: $(wc -l <"$plan") runs (each tool over each test suite), $(( $(date +%s) - start )) s"
+  # Beside other sanitizer processes a suite can run out of device resources (a stream
+  # or a context refused with CUDA_ERROR_OUT_OF_MEMORY): such a run is repeated alone,
+  # and the summary counts the repeats.
+  cp "$logs/sanitize_exit.txt" "$logs/sanitize_exit_first.txt"
+  repeated=0
+  while read -r tool name rc; do
+    [ "$rc" != 0 ] && grep -q CUDA_ERROR_OUT_OF_MEMORY "$logs/sanitize_${tool}_${name}.log" || continue
+    mv "$logs/sanitize_${tool}_${name}.log" "$logs/sanitize_${tool}_${name}.log.beside-others"
+    grep "^$tool $name " "$plan" | { read -r t s f; run_one "$t" "$s" "$f"; }
+    repeated=$((repeated + 1))
+  done <"$logs/sanitize_exit_first.txt"
+  note "compute-sanitizer: $(wc -l <"$plan") runs (each tool over each test suite), $repeated repeated alone after running out of device memory beside the others, $(( $(date +%s) - start )) s"
   for tool in memcheck racecheck synccheck initcheck; do
     errors=0 runs=0 timeouts=0 failed_tests=0 tests_run=0
     for log in "$logs"/sanitize_${tool}_*.log; do
