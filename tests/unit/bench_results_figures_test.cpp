@@ -61,9 +61,9 @@ void every_number(const json& value, std::vector<double>& out) {
     for (const auto& item : value) every_number(item, out);
 }
 
-std::vector<double> baseline_numbers(const fs::path& folder) {
-  std::vector<double> numbers;
-  json bench = json::parse(read(folder / "bench.json"));
+// The figures of one `cudakit bench` run: each side's median, their differences, the
+// ratio and its inverse, and the per-round ratios' median and 10th and 90th percentiles.
+void bench_run_numbers(const json& bench, std::vector<double>& numbers) {
   for (const json& r : bench["results"]) {
     if (!r["cudakit"]["median"].is_number() || !r["raw"]["median"].is_number()) continue;
     double c = r["cudakit"]["median"], raw = r["raw"]["median"];
@@ -72,6 +72,20 @@ std::vector<double> baseline_numbers(const fs::path& folder) {
       numbers.push_back(r["ratio"]);
       numbers.push_back(1 / r["ratio"].get<double>());
     }
+    if (r.contains("round_ratio") && r["round_ratio"].is_object())
+      for (const char* key : {"median", "p10", "p90"})
+        if (r["round_ratio"][key].is_number()) numbers.push_back(r["round_ratio"][key]);
+  }
+}
+
+std::vector<double> baseline_numbers(const fs::path& folder) {
+  std::vector<double> numbers;
+  bench_run_numbers(json::parse(read(folder / "bench.json")), numbers);
+  // Later whole runs beside the baseline (bench-<commit>.json), which the index compares.
+  for (const auto& e : fs::directory_iterator(folder)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("bench-", 0) == 0 && e.path().extension() == ".json")
+      bench_run_numbers(json::parse(read(e.path())), numbers);
   }
   every_number(json::parse(read(folder / "peers.json")), numbers);
   every_number(json::parse(read(folder / "baseline.json")), numbers);
