@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times the operations cudakit's benchmarks time, in the Python peers that are
 installed (cuda.core, CuPy, PyTorch), and prints them beside cudakit's figures from
-the same run (issue 6, point 4).
+the same run.
 
   python3 bench/peers.py --cudakit build/tools/cudakit [--json FILE] [--quick]
 

@@ -73,7 +73,7 @@ __global__ void reduce_sum(const float* in, float* out, int n) {
   if (threadIdx.x == 0) atomicAdd(out, partial[0]);
 }
 
-// 5-point 2-D stencil on an nx by ny grid (edges copied).
+// A five-point stencil in 2-D on an nx by ny grid (edges copied).
 __global__ void stencil_2d(const float* in, float* out, int nx, int ny) {
   int x = blockIdx.x * blockDim.x + threadIdx.x;
   int y = blockIdx.y * blockDim.y + threadIdx.y;

@@ -356,8 +356,8 @@ TEST(SourceScan, NoTraceOfHowTheProductWasMade) {
   const std::regex design_in_message(R"("[^"\n]*\(DESIGN [0-9][^"\n]*")");
   std::set<std::string> with_traces;
   int files = 0;
-  for (const char* top : {"include", "src", "tests", "tools", "examples", "docs", "scripts", "cmake", "README.md",
-                          "CHANGELOG.md"}) {
+  for (const char* top : {"include", "src", "tests", "tools", "examples", "docs", "scripts", "cmake", "bench", "kernels",
+                          "README.md", "CHANGELOG.md", "CMakeLists.txt"}) {
     fs::path root = fs::path(CUDAKIT_SOURCE_DIR) / top;
     std::vector<fs::path> paths;
     if (fs::is_regular_file(root)) paths.push_back(root);
