@@ -13,7 +13,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -22,6 +21,7 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "driver/checked_call.hpp"
+#include "driver/thread_words.hpp"
 #include "cudakit/kernel.hpp"
 #include "cudakit/memory_pool.hpp"
 #include "graph/graph_capture.hpp"
@@ -61,14 +61,6 @@ void keep_kernel(CaptureState* c, const Function& function) {
     (keep_callback_for_capture = &keep_callback, keep_buffer_for_capture = &keep_buffer,
      keep_kernel_for_capture = &keep_kernel, true);
 
-Resource stream_resource(const StreamState* s) { return Resource::of(ResourceKind::stream, s->handle, s->device); }
-
-std::string thread_words(std::thread::id id) {
-  std::ostringstream out;
-  out << "thread " << id;
-  return out.str();
-}
-
 CUstreamCaptureMode driver_mode(CaptureMode mode) {
   switch (mode) {
     case CaptureMode::per_thread: return CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
@@ -106,7 +98,7 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
   using namespace detail;
   stream.require_handle(cu.StreamBeginCapture.name());
   StreamState* s = stream_state_of(stream);
-  Resource res = stream_resource(s);
+  Resource res = stream_resource_of(s);
   check_not_poisoned(cu.StreamBeginCapture.name(), res);
   if (s->marks.capture() != nullptr) throw_already_capturing(s);
   run_deferred_tasks_if_any();
@@ -163,7 +155,7 @@ struct CaptureOutcome {
 // end capture `c`.
 std::optional<std::string> refusal_to_end_here(const GraphCapture* c) {
   if (c->mode == CU_STREAM_CAPTURE_MODE_RELAXED || c->owner == std::this_thread::get_id()) return std::nullopt;
-  return "the capture on " + describe(stream_resource(c->members.front().get())) + " was begun by " + thread_words(c->owner) +
+  return "the capture on " + describe(stream_resource_of(c->members.front().get())) + " was begun by " + thread_words(c->owner) +
          " and must end there (" + thread_words(std::this_thread::get_id()) +
          " tried); only a relaxed capture may end on another thread";
 }
@@ -216,7 +208,7 @@ void forget_and_free(GraphCapture* c) {
 // resources released before the outcome is returned.
 CaptureOutcome end_capture(GraphCapture* c) {
   CaptureOutcome out;
-  out.origin = stream_resource(c->members.front().get());
+  out.origin = stream_resource_of(c->members.front().get());
   out.resources = std::move(c->resources);
   out.failed_join = join_forks_into_origin(c);
   out.end = end_driver_capture(c->members.front()->handle, out.graph);

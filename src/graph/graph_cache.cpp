@@ -3,21 +3,15 @@
 #include "cudakit/graph_cache.hpp"
 
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 
 #include "cudakit/error.hpp"
+#include "driver/thread_words.hpp"
 
 namespace cudakit::detail {
 
 namespace {
-
-std::string thread_words(std::thread::id id) {
-  std::ostringstream out;
-  out << "thread " << id;
-  return out.str();
-}
 
 // What a capture of the work gave: its graph, or why there is none, and whether the work
 // already ran outside any graph (a capture that recorded nothing: what the work submitted

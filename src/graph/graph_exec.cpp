@@ -11,6 +11,7 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "driver/checked_call.hpp"
+#include "driver/thread_words.hpp"
 #include "stream/capture_state.hpp"
 #include "stream/stream_state_of.hpp"
 #include "stream/deferred.hpp"
@@ -46,11 +47,7 @@ namespace {
 
 Resource exec_resource(const detail::ExecState& s) { return Resource::of(ResourceKind::graph_exec, s.handle, s.device); }
 
-std::string thread_words(std::thread::id id) {
-  std::ostringstream out;
-  out << "thread " << id;
-  return out.str();
-}
+using detail::thread_words;
 
 // An executable is used by one thread at a time (a CUDA rule): a second thread is
 // refused instead of racing.

@@ -125,7 +125,6 @@ void release(GraphCore* core) noexcept {
 
 }  // namespace cudakit::detail
 
-
 namespace cudakit {
 void run_deferred_releases() noexcept { detail::run_deferred_tasks(); }
 }  // namespace cudakit

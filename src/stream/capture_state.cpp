@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -17,6 +16,8 @@
 #include "cudakit/error.hpp"
 #include "device/capture_tolerant_scope.hpp"
 #include "driver/checked_call.hpp"
+#include "driver/thread_words.hpp"
+#include "stream/stream_state_of.hpp"
 #include "stream/event_pool.hpp"
 
 namespace cudakit::detail {
@@ -27,15 +28,7 @@ CapturedCallbackHook keep_callback_for_capture = nullptr;
 
 namespace {
 
-std::string thread_words(std::thread::id id) {
-  std::ostringstream out;
-  out << "thread " << id;
-  return out.str();
-}
-
-Resource stream_resource(const StreamState* s) { return Resource::of(ResourceKind::stream, s->handle, s->device); }
-
-std::string stream_words(const StreamState* s) { return describe(stream_resource(s)); }
+std::string stream_words(const StreamState* s) { return describe(stream_resource_of(s)); }
 
 // The captures in progress, by the driver's capture id: a stream that joins a capture
 // through a raw event wait is found here.
@@ -97,7 +90,7 @@ void record_fence(StreamState* s) {
     if (s->capture_fence.compare_exchange_strong(fence, made, std::memory_order_acq_rel)) fence = made;
     else release_pooled_event(s->device, made);
   }
-  checked_call(cu.EventRecord, stream_resource(s), fence, s->handle);
+  checked_call(cu.EventRecord, stream_resource_of(s), fence, s->handle);
 }
 
 void release_capture_fence(int device, CUevent fence) noexcept { release_pooled_event(device, fence); }

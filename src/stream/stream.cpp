@@ -126,31 +126,30 @@ int StreamRef::priority() const {
 namespace detail {
 
 namespace {
+// Runs `callback` on the driver's thread, where nothing may escape: what it throws is
+// parked as `origin`, said by `words()` (made only then).
+template <class Words>
+void run_parking_what_it_throws(HostCallback& callback, const char* origin, Words words) noexcept {
+  try {
+    callback.run();
+  } catch (const std::exception& e) {
+    park_error({CUDA_SUCCESS, origin, words() + " threw: " + e.what()});
+  } catch (...) {
+    park_error({CUDA_SUCCESS, origin, words() + " threw an exception that is not a std::exception"});
+  }
+}
+
 void CUDA_CB run_host_callback(void* data) {
   std::unique_ptr<HostCallback> callback(static_cast<HostCallback*>(data));
-  try {
-    callback->run();
-  } catch (const std::exception& e) {
-    park_error({CUDA_SUCCESS, "host callback",
-                "a host callback on " + describe(stream_resource(callback->stream, callback->device)) +
-                    " threw: " + e.what()});
-  } catch (...) {
-    park_error({CUDA_SUCCESS, "host callback",
-                "a host callback on " + describe(stream_resource(callback->stream, callback->device)) +
-                    " threw an exception that is not a std::exception"});
-  }
+  run_parking_what_it_throws(*callback, "host callback", [&] {
+    return "a host callback on " + describe(stream_resource(callback->stream, callback->device));
+  });
 }
 }  // namespace
 
 void CUDA_CB run_kept_host_callback(void* data) noexcept {
-  auto* callback = static_cast<HostCallback*>(data);
-  try {
-    callback->run();
-  } catch (const std::exception& e) {
-    park_error({CUDA_SUCCESS, "graph host node", std::string("a graph's host callback threw: ") + e.what()});
-  } catch (...) {
-    park_error({CUDA_SUCCESS, "graph host node", "a graph's host callback threw an exception that is not a std::exception"});
-  }
+  run_parking_what_it_throws(*static_cast<HostCallback*>(data), "graph host node",
+                             [] { return std::string("a graph's host callback"); });
 }
 
 void enqueue_host_callback(const StreamRef& ref, std::unique_ptr<HostCallback> callback) {

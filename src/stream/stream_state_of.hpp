@@ -2,6 +2,7 @@
 #pragma once
 
 #include "cudakit/detail/stream_state.hpp"
+#include "cudakit/error.hpp"
 #include "cudakit/stream.hpp"
 
 namespace cudakit::detail {
@@ -13,6 +14,11 @@ inline StreamState* stream_state_of(StreamRef stream) {
   stream.require_handle("buffer use");
   if (StreamState* s = stream.state()) return s;
   return borrowed_stream_state(stream.handle(), stream.device_ordinal());
+}
+
+/// The stream `s` is the state of, as errors name it.
+inline Resource stream_resource_of(const StreamState* s) {
+  return Resource::of(ResourceKind::stream, s->handle, s->device);
 }
 
 }  // namespace cudakit::detail
