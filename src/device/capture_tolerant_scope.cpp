@@ -9,8 +9,7 @@ namespace cudakit::detail {
 
 using driver::cu;
 
-CaptureTolerantScope::CaptureTolerantScope(int device) : device_(device) {
-  if (active_captures.load(std::memory_order_relaxed) == 0) return;
+void CaptureTolerantScope::relax() {
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   CUresult r = cu.ThreadExchangeStreamCaptureMode(&mode);
   if (r == CUDA_SUCCESS) {
@@ -20,12 +19,11 @@ CaptureTolerantScope::CaptureTolerantScope(int device) : device_(device) {
   }
   refusal_ = r;
   if (is_sticky(r)) {
-    check(r, cu.ThreadExchangeStreamCaptureMode.name(), device >= 0 ? Resource::of_device(device) : Resource::none());
+    check(r, cu.ThreadExchangeStreamCaptureMode.name(), device_ >= 0 ? Resource::of_device(device_) : Resource::none());
   }
 }
 
-CaptureTolerantScope::~CaptureTolerantScope() {
-  if (!exchanged_) return;
+void CaptureTolerantScope::restore() noexcept {
   CUstreamCaptureMode mode = previous_;
   CUresult r = CUDA_SUCCESS;
   try {

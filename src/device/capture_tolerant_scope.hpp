@@ -4,6 +4,8 @@
 
 #include <cuda.h>
 
+#include "cudakit/detail/capture_counts.hpp"
+
 namespace cudakit::detail {
 
 /// While alive, this thread's capture interaction mode is relaxed (when a cudakit capture
@@ -22,8 +24,16 @@ namespace cudakit::detail {
 /// destructor cannot throw), which poisons `device` for the calls after it.
 class CaptureTolerantScope {
  public:
-  explicit CaptureTolerantScope(int device = -1);
-  ~CaptureTolerantScope();
+  // Inline: a library call wraps itself in this scope on every call, while no capture
+  // runs, and out-of-line code would be one more cold call after the library's own.
+  explicit CaptureTolerantScope(int device = -1) : device_(device) {
+    if (active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]]
+      relax();
+  }
+  ~CaptureTolerantScope() {
+    if (exchanged_) [[unlikely]]
+      restore();
+  }
   CaptureTolerantScope(const CaptureTolerantScope&) = delete;
   CaptureTolerantScope& operator=(const CaptureTolerantScope&) = delete;
 
@@ -33,6 +43,9 @@ class CaptureTolerantScope {
   CUresult refusal() const noexcept { return refusal_; }
 
  private:
+  void relax();    // this thread's mode becomes relaxed (or refusal_ says why not)
+  void restore() noexcept;  // the mode from before relax()
+
   CUresult refusal_ = CUDA_SUCCESS;
   bool exchanged_ = false;
   CUstreamCaptureMode previous_ = CU_STREAM_CAPTURE_MODE_GLOBAL;

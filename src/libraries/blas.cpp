@@ -73,8 +73,8 @@ void Blas::gemm_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<O
   detail::ExclusiveUse::Guard guard(slot_->use, operation, res);
   const int device = res.device;
   constexpr cudaDataType type = detail::BlasType<T>::data;
-  const detail::ColumnMajorGemm g =
-      detail::column_major_gemm(operation, shape, batch, detail::views_of(a, b, c), type, device);
+  const detail::ColumnMajorGemm& g = slot_->last_gemm.check(operation, shape, batch, detail::views_of(a, b, c), type,
+                                                            detail::BlasType<Out>::data, device);
   if (g.empty) return;
   const detail::Scalars scalars(shape.alpha, shape.beta, g.compute);
   detail::BlasSlot& slot = *slot_;

@@ -5,6 +5,7 @@
 #include <cublas_api.h>
 
 #include "cudakit/stream.hpp"
+#include "libraries/blas_shapes.hpp"
 #include "libraries/cublas_api.hpp"
 #include "libraries/pooled_handle.hpp"
 
@@ -16,6 +17,9 @@ struct BlasSlot : PooledHandle<BlasSlot, cublasHandle_t, cublas::Entry::Create, 
   /// cublasSetStream resets it to cuBLAS's own. Throws BlasError naming `operation`; the
   /// handle is then bound to no stream.
   void bind(StreamRef to, const char* operation);
+
+  /// The GEMM this handle checked last (blas_shapes.hpp): a repeat skips the checks.
+  LastCheckedGemm last_gemm;
 };
 
 }  // namespace cudakit::detail

@@ -191,6 +191,14 @@ ColumnMajorGemm column_major_gemm(const char* operation, const Gemm& g, const St
   return out;
 }
 
+void LastCheckedGemm::check_afresh(const char* operation, const Key& key, const Gemm& shape, const StridedBatch* batch,
+                                   const ViewSizes& views, cudaDataType type, int device) {
+  saved_ = false;
+  gemm_ = column_major_gemm(operation, shape, batch, views, type, device);
+  key_ = key;
+  saved_ = true;
+}
+
 ColumnMajorGemm column_major_gemv(const char* operation, const Gemv& v, const ViewSizes& views, cudaDataType type,
                                   int device) {
   require_dimension(operation, "rows", v.rows, v);

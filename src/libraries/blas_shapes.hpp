@@ -47,6 +47,7 @@ struct BlasType<__nv_bfloat16> {
 struct ViewSizes {
   std::size_t a = 0, b = 0, c = 0;
   int a_device = -1, b_device = -1, c_device = -1;
+  bool operator==(const ViewSizes&) const = default;
 };
 
 /// The ViewSizes of a call's three views (A, B, C; or A, x, y of a GEMV).
@@ -74,6 +75,59 @@ struct ColumnMajorGemm {
 /// Allocates nothing unless it throws.
 ColumnMajorGemm column_major_gemm(const char* operation, const Gemm& shape, const StridedBatch* batch,
                                   const ViewSizes& views, cudaDataType type, int device);
+
+/// The GEMM a cuBLAS handle checked last, kept so that a call repeating it skips the
+/// checks.
+///
+/// A GEMM costs a few microseconds of host time in cuBLAS, which evicts cudakit's code and
+/// data between calls: the checks of column_major_gemm then cost about 100 ns a call on an
+/// H200's host, more than a percent of a small GEMM. Most programs call one shape in a loop.
+/// Equal inputs (shape, batch, view sizes and devices, types, device) give the same
+/// ColumnMajorGemm, so a repeat reuses the one saved; anything else is checked afresh, and
+/// a call that fails its checks leaves nothing saved. The handle's ExclusiveUse guard makes
+/// the use single-threaded.
+class LastCheckedGemm {
+ public:
+  /// column_major_gemm's result for these inputs: the saved one when they repeat the last
+  /// call that passed, else checked now (throwing what column_major_gemm throws).
+  const ColumnMajorGemm& check(const char* operation, const Gemm& shape, const StridedBatch* batch,
+                               const ViewSizes& views, cudaDataType type, cudaDataType out_type, int device) {
+    const Key key = key_of(shape, batch, views, type, out_type, device);
+    if (!saved_ || !(key == key_)) [[unlikely]]
+      check_afresh(operation, key, shape, batch, views, type, device);
+    return gemm_;
+  }
+
+ private:
+  // Every input the checks read (alpha and beta are not checked).
+  struct Key {
+    std::int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+    std::int64_t count = 0, stride_a = 0, stride_b = 0, stride_c = 0;
+    ViewSizes views;
+    cudaDataType type = CUDA_R_32F, out_type = CUDA_R_32F;
+    int device = -1;
+    bool transpose_a = false, transpose_b = false, tf32 = false, batched = false;
+    bool operator==(const Key&) const = default;
+  };
+  static Key key_of(const Gemm& g, const StridedBatch* batch, const ViewSizes& views, cudaDataType type,
+                    cudaDataType out_type, int device) noexcept {
+    Key key{g.m, g.n, g.k, g.lda, g.ldb, g.ldc, 0, 0, 0, 0, views, type, out_type, device,
+            g.transpose_a, g.transpose_b, g.tf32, batch != nullptr};
+    if (batch != nullptr) {
+      key.count = batch->count;
+      key.stride_a = batch->stride_a;
+      key.stride_b = batch->stride_b;
+      key.stride_c = batch->stride_c;
+    }
+    return key;
+  }
+  void check_afresh(const char* operation, const Key& key, const Gemm& shape, const StridedBatch* batch,
+                    const ViewSizes& views, cudaDataType type, int device);
+
+  Key key_;
+  ColumnMajorGemm gemm_;
+  bool saved_ = false;
+};
 
 /// The same for a GEMV, as a GEMM with one column (x is our B, y our C).
 ColumnMajorGemm column_major_gemv(const char* operation, const Gemv& shape, const ViewSizes& views, cudaDataType type,

@@ -266,6 +266,58 @@ TEST_F(BlasTest, ShapeErrorsNameEachDimension) {
   EXPECT_EQ(fake_blas().calls(Entry::GemmEx), 0) << "nothing reached cuBLAS";
 }
 
+// A handle keeps the GEMM it checked last, and a repeat skips the checks: every input the
+// checks read must still make a changed call checked again.
+TEST_F(BlasTest, ARepeatedGemmIsCheckedAgainWhenAnyInputChanges) {
+  Stream s(dev());
+  Blas blas(s);
+  auto ha = random<float>(127 * 33), hb = random<float>(33 * 65);
+  auto a = make(s, ha), b = make(s, hb);
+  const Gemm g{.m = 127, .n = 65, .k = 33};
+  auto product_is_right = [&](const DeviceBuffer<float>& c, const Gemm& shape, const char* what) {
+    s.synchronize();
+    std::vector<double> want(static_cast<std::size_t>(shape.m * shape.n));
+    testing::host_gemm(shape, ha, hb, want);
+    std::vector<float> got = read(c);
+    got.resize(want.size());
+    expect_near(got, want, what);
+  };
+
+  auto c = poisoned<float>(s, 127 * 65);
+  blas.gemm(a, b, c, g);
+  product_is_right(c, g, "the first call");
+
+  // The same shape on a view too short for C, then with a leading dimension too small, then
+  // as a batch of two that C cannot hold.
+  std::string m = message_of<InvalidArgument>([&] { blas.gemm(a, b, c.first(100), g); });
+  EXPECT_NE(m.find("needs 8255 elements"), std::string::npos) << m;
+  m = message_of<InvalidArgument>([&] { blas.gemm(a, b, c, {.m = 127, .n = 65, .k = 33, .ldb = 64}); });
+  EXPECT_NE(m.find("ldb = 64 is less than B's row length 65"), std::string::npos) << m;
+  m = message_of<InvalidArgument>([&] { blas.gemm_strided_batched(a, b, c, g, {.count = 2}); });
+  EXPECT_NE(m.find("in 2 batches"), std::string::npos) << m;
+
+  // A refused call left nothing saved: the first call again, on fresh poison.
+  auto again = poisoned<float>(s, 127 * 65);
+  blas.gemm(a, b, again, g);
+  product_is_right(again, g, "the first call repeated after refusals");
+
+  // Another shape on the same handle computes that shape.
+  const Gemm fewer_rows{.m = 100, .n = 65, .k = 33};
+  auto c2 = poisoned<float>(s, 100 * 65);
+  blas.gemm(a.first(100 * 33), b, c2, fewer_rows);
+  product_is_right(c2, fewer_rows, "another shape");
+
+  // The same shape and sizes in another element type: double computes in fp64.
+  std::vector<double> da(ha.begin(), ha.end()), db(hb.begin(), hb.end());
+  auto a64 = make(s, da), b64 = make(s, db);
+  auto c64 = poisoned<double>(s, 127 * 65);
+  blas.gemm(a64, b64, c64, g);
+  s.synchronize();
+  std::vector<double> want(127 * 65);
+  testing::host_gemm(g, da, db, want);
+  expect_near(read(c64), want, "double after float");
+}
+
 TEST_F(BlasTest, AViewLongerThanAPackedMatrixIsRefusedAndAnExplicitLeadingDimensionAllowsIt) {
   Stream s(dev());
   Blas blas(s);
