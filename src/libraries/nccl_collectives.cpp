@@ -98,11 +98,11 @@ const CommState& check(const Communicator& comm, const StreamRef& stream, const 
   return s;
 }
 
-// The NCCL call itself, with the communicator's call_mutex held (Note [NCCL calls and the
+// The NCCL call itself, with the communicator's call_lock held (Note [NCCL calls and the
 // watchdog]); the declared uses are ordered and the context is current.
 void call_locked(const std::shared_ptr<CommState>& state, const StreamRef& stream, CUstream handle, const Collective& c) {
   CommState& s = *state;
-  std::lock_guard lock(s.call_mutex);
+  std::lock_guard lock(s.call_lock);
   s.throw_if_ended();
   const bool capturing = hold_in_capture(stream, state);
   ncclResult_t r = call(*s.api, s.comm, handle, c);

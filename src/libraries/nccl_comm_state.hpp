@@ -2,7 +2,7 @@
 // and by every graph that captured its collectives.
 //
 // Note [NCCL calls and the watchdog]. Every NCCL call on a communicator is made with
-// `call_mutex` held (recursive: a group holds it across its calls). The watchdog
+// `call_lock` held (recursive: a group holds it across its calls). The watchdog
 // (nccl_watchdog.cpp) only try-locks it, so it never waits for a user's call, and it never
 // aborts a communicator in the middle of one: a call in progress has its own deadline.
 // Once `ended` is set, `end_error` is the error every later use throws, and `comm` is
@@ -30,6 +30,7 @@
 #include "cudakit/nccl_communicator.hpp"
 #include "cudakit/stream.hpp"
 #include "libraries/nccl_api.hpp"
+#include "libraries/nccl_call_lock.hpp"
 
 namespace cudakit::nccl::detail {
 
@@ -53,9 +54,9 @@ struct CommState {
   int device = -1;
   Options options;
 
-  std::recursive_mutex call_mutex;  // Note [NCCL calls and the watchdog]
+  CallLock call_lock;  // Note [NCCL calls and the watchdog] (nccl_call_lock.hpp)
   std::atomic<bool> ended{false};
-  std::shared_ptr<const NcclError> end_error;  // set once, under call_mutex, before `ended`
+  std::shared_ptr<const NcclError> end_error;  // set once, under call_lock, before `ended`
 
   std::mutex watch_mutex;
   std::vector<StreamWatch> watches;
@@ -88,7 +89,7 @@ struct CommState {
   /// Polls ncclCommGetAsyncError until it is no longer in progress or the deadline passes.
   void wait_for_progress(const char* operation, Clock::time_point deadline);
 
-  /// Keeps `error`, aborts the communicator (call_mutex held), parks a copy when `park`.
+  /// Keeps `error`, aborts the communicator (call_lock held), parks a copy when `park`.
   void end(std::shared_ptr<const NcclError> error, bool park) noexcept;
 
   /// Whether collectives are watched (Note [Which collectives are watched]).

@@ -137,7 +137,7 @@ void CommState::throw_ended() const {
 }
 
 void CommState::end(std::shared_ptr<const NcclError> error, bool park) noexcept {
-  std::lock_guard lock(call_mutex);  // recursive: callers may hold it already
+  std::lock_guard lock(call_lock);  // recursive: callers may hold it already
   if (ended.load(std::memory_order_relaxed)) return;
   end_error = std::move(error);
   ended.store(true, std::memory_order_release);
@@ -208,7 +208,7 @@ void CommState::watch(StreamRef stream) {
 }
 
 void CommState::finalize_and_destroy() {
-  std::lock_guard lock(call_mutex);
+  std::lock_guard lock(call_lock);
   if (comm == nullptr) return;
   const raw::Api& api = raw::api();
   check_call(api.CommFinalize(comm), "ncclCommFinalize");
@@ -266,7 +266,7 @@ void require_rank(int ranks, int rank, const char* what) {
 void finish_creation(const std::vector<std::shared_ptr<CommState>>& states, const char* operation) {
   try {
     for (const auto& s : states) {
-      std::lock_guard lock(s->call_mutex);
+      std::lock_guard lock(s->call_lock);
       s->wait_for_progress(operation, deadline_after(s->options));
     }
     for (const auto& s : states) describe_and_watch(*s);
@@ -295,7 +295,7 @@ Communicator::Communicator(const UniqueId& id, int ranks, int rank, Device devic
   ncclConfig_t config = detail::make_config(options);
   detail::make_device_current(device.ordinal());
   {
-    std::lock_guard lock(s->call_mutex);
+    std::lock_guard lock(s->call_lock);
     ncclResult_t r = api.CommInitRankConfig(&s->comm, ranks, nid, rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
       NcclError e = s->error(r, "ncclCommInitRankConfig");
@@ -322,8 +322,8 @@ std::vector<Communicator> Communicator::create_all(const std::vector<Device>& de
   const int n = static_cast<int>(devices.size());
   std::vector<std::shared_ptr<CommState>> states;
   for (int r = 0; r < n; ++r) states.push_back(detail::new_state(n, r, devices[r].ordinal(), options));
-  std::vector<std::unique_lock<std::recursive_mutex>> locks;
-  for (auto& s : states) locks.emplace_back(s->call_mutex);
+  std::vector<std::unique_lock<detail::CallLock>> locks;
+  for (auto& s : states) locks.emplace_back(s->call_lock);
   // In one group: each init would otherwise wait for the others (NCCL's rule).
   ncclResult_t started = api.GroupStart();
   if (started != ncclSuccess) throw states[0]->error(started, "ncclGroupStart");
@@ -371,7 +371,7 @@ Communicator Communicator::split(int color, int key, const Options& options) con
   auto s = detail::new_state(0, -1, parent.device, options);
   ncclConfig_t config = detail::make_config(options);
   {
-    std::lock_guard lock(parent.call_mutex);
+    std::lock_guard lock(parent.call_lock);
     detail::make_device_current(parent.device);
     ncclResult_t r = api.CommSplit(parent.comm, color == no_color ? NCCL_SPLIT_NOCOLOR : color, key, &s->comm, &config);
     if (r != ncclSuccess && r != ncclInProgress) throw parent.error(r, "ncclCommSplit");
@@ -398,7 +398,7 @@ ncclComm* Communicator::handle() const { return state_ ? state_->comm : nullptr;
 void Communicator::check() const {
   CommState& s = require(state_, "Communicator::check");
   s.throw_if_ended();
-  std::lock_guard lock(s.call_mutex);
+  std::lock_guard lock(s.call_lock);
   s.throw_if_ended();
   ncclResult_t state = ncclSuccess;
   ncclResult_t r = raw::api().CommGetAsyncError(s.comm, &state);

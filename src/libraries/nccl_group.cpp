@@ -14,7 +14,7 @@ struct OpenGroup {
   std::vector<GroupCall> calls;
   // Every communicator the group touched stays locked until its end (Note [NCCL calls and
   // the watchdog]): NCCL launches their work only then.
-  std::vector<std::unique_lock<std::recursive_mutex>> locks;
+  std::vector<std::unique_lock<CallLock>> locks;
 };
 thread_local OpenGroup open_group;
 
@@ -29,7 +29,7 @@ void finish(std::vector<GroupCall>& calls) {
       created.push_back(c.state);
       continue;
     }
-    std::lock_guard lock(c.state->call_mutex);
+    std::lock_guard lock(c.state->call_lock);
     c.state->throw_if_ended();
     c.state->wait_for_progress(group_end_call, deadline_after(c.state->options));
   }
@@ -44,8 +44,8 @@ void note_in_group(GroupCall call) {
   OpenGroup& g = open_group;
   if (!call.creating) {
     bool locked = false;
-    for (auto& l : g.locks) locked |= l.mutex() == &call.state->call_mutex;
-    if (!locked) g.locks.emplace_back(call.state->call_mutex);
+    for (auto& l : g.locks) locked |= l.mutex() == &call.state->call_lock;
+    if (!locked) g.locks.emplace_back(call.state->call_lock);
   }
   g.calls.push_back(std::move(call));
 }

@@ -19,7 +19,7 @@ Registration::Registration(const Communicator& comm, cudakit::detail::Allocation
   if (api.CommRegister == nullptr || api.CommDeregister == nullptr)
     throw NcclUnavailable("nccl::Registration needs ncclCommRegister, which NCCL " + raw::version_string(api.version) +
                           " in " + api.path + " does not have; it came with NCCL 2.19");
-  std::lock_guard lock(s.call_mutex);
+  std::lock_guard lock(s.call_lock);
   s.throw_if_ended();
   void* handle = nullptr;
   ncclResult_t r = api.CommRegister(s.comm, reinterpret_cast<void*>(pointer), bytes, &handle);
@@ -31,7 +31,7 @@ Registration::Registration(const Communicator& comm, cudakit::detail::Allocation
 
 void Registration::reset() noexcept {
   if (handle_ != nullptr && comm_) {
-    std::lock_guard lock(comm_->call_mutex);
+    std::lock_guard lock(comm_->call_lock);
     if (comm_->comm != nullptr) {  // an aborted communicator took its registrations with it
       ncclResult_t r = raw::api().CommDeregister(comm_->comm, handle_);
       if (r != ncclSuccess)

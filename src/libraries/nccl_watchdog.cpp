@@ -62,7 +62,7 @@ class Watchdog {
   // With the registry locked: `s` stays alive meanwhile (remove waits for the lock).
   static void poll(CommState& s) noexcept {
     if (s.ended.load(std::memory_order_acquire)) return;
-    std::unique_lock call(s.call_mutex, std::try_to_lock);
+    std::unique_lock call(s.call_lock, std::try_to_lock);
     if (!call.owns_lock() || s.comm == nullptr) return;  // a call in progress has its own deadline
     try {
       ncclResult_t state = ncclSuccess;
