@@ -6,9 +6,9 @@
 // code from the CPU's caches between calls: std::recursive_mutex makes two calls into the C
 // library, each cold (its lock alone measured about 40 ns on an H200's host), about a
 // percent of the call. This lock is inline and uncontended in the common case: a
-// compare-and-swap to take it, an exchange to give it back, no system call. A second thread (the watchdog's
-// try_lock, or a user's call from another thread) sleeps on a futex (std::atomic::wait)
-// and is woken only when it marked the lock contended.
+// compare-and-swap to take it, an exchange to give it back, no system call. A second
+// thread (the watchdog's try_lock, or a user's call from another thread) sleeps on a futex
+// (std::atomic::wait) and is woken only when it marked the lock contended.
 #pragma once
 
 #include <atomic>

@@ -117,8 +117,9 @@ std::vector<Result> replay(const Context& c) {
       auto two_execs = time_device(
           c.interleave(replays), setup.stream, [&](int ops) { replay_in_turn(first, s, ops); },
           [&](int ops) { replay_in_turn(second, s, ops); });
-      results.push_back(cost_result("graph replay per node, 10 nodes, one raw executable against another of the same graph",
-                                    "graphs", per_node(two_execs, nodes), 0.0));
+      results.push_back(cost_result(
+          "graph replay per node, 10 nodes, one raw executable against another of the same graph", "graphs",
+          per_node(two_execs, nodes), 0.0));
     }
   }
   return results;
