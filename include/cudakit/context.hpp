@@ -23,7 +23,9 @@
 namespace cudakit {
 
 namespace detail {
-CUDAKIT_API extern thread_local CUcontext cached_current_context;
+// Constant-initialized, so that reading it is a plain thread-local load: without
+// constinit, every reader in another file calls the variable's initialization wrapper.
+CUDAKIT_API extern thread_local constinit CUcontext cached_current_context;
 CUDAKIT_API void set_current_context_slow(CUcontext context, int device);
 }  // namespace detail
 

@@ -50,6 +50,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cudakit/context.hpp"
 #include "cudakit/export.hpp"
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/device_span.hpp"
@@ -84,6 +85,9 @@ struct CUDAKIT_API DeclaredUse {
 /// Orders every declared use on `stream` (checks the stream, the device and the capturing
 /// thread first). Out of line: declared work is not a per-element hot path.
 CUDAKIT_API void declare_uses(const StreamRef& stream, const DeclaredUse* uses, std::size_t count);
+/// The same, then makes `current` current instead of looking up the context of the
+/// stream's device: for a caller that keeps that context already (a communicator does).
+CUDAKIT_API void declare_uses(const StreamRef& stream, const DeclaredUse* uses, std::size_t count, ContextRef current);
 
 }  // namespace detail
 
@@ -125,6 +129,26 @@ Writes<sizeof...(B)> writes(B&&... buffers) {
   return {{detail::declared_allocation(buffers)...}};
 }
 
+namespace detail {
+/// The uses a Reads and a Writes declare, writes first: a buffer declared both ways is
+/// then ordered once, as a write, and its read finds it on the stream already. Empty
+/// buffers (null allocations) are left out.
+template <std::size_t R, std::size_t W>
+struct DeclaredUses {
+  std::array<DeclaredUse, R + W + 1> uses{};  // +1: no zero-length array
+  std::size_t count = 0;
+};
+template <std::size_t R, std::size_t W>
+DeclaredUses<R, W> declared_uses(const Reads<R>& read, const Writes<W>& write) noexcept {
+  DeclaredUses<R, W> d;
+  for (Allocation* a : write.allocations)
+    if (a != nullptr) d.uses[d.count++] = {a, Access::write};
+  for (Allocation* a : read.allocations)
+    if (a != nullptr) d.uses[d.count++] = {a, Access::read};
+  return d;
+}
+}  // namespace detail
+
 /// Orders the declared buffers on `stream`, then runs `work` with the stream (as a
 /// CUstream where it accepts one, else as the StreamRef) and returns what it returns.
 /// Throws EmptyHandle for an empty stream, ContextPoisoned on a poisoned device and
@@ -132,15 +156,8 @@ Writes<sizeof...(B)> writes(B&&... buffers) {
 /// device is current on this thread while `work` runs.
 template <std::size_t R, std::size_t W, class F>
 decltype(auto) enqueue(StreamRef stream, const Reads<R>& read, const Writes<W>& write, F&& work) {
-  std::array<detail::DeclaredUse, R + W + 1> uses{};  // +1: no zero-length array
-  std::size_t n = 0;
-  // Writes first: a buffer declared both ways is then ordered once, as a write, and its
-  // read finds it on this stream already.
-  for (detail::Allocation* a : write.allocations)
-    if (a != nullptr) uses[n++] = {a, Access::write};
-  for (detail::Allocation* a : read.allocations)
-    if (a != nullptr) uses[n++] = {a, Access::read};
-  detail::declare_uses(stream, uses.data(), n);
+  const auto declared = detail::declared_uses(read, write);
+  detail::declare_uses(stream, declared.uses.data(), declared.count);
   static_assert(std::is_invocable_v<F, CUstream> || std::is_invocable_v<F, StreamRef>,
                 "enqueue: the work is called with the stream, as a CUstream (cudaStream_t) or a StreamRef");
   if constexpr (std::is_invocable_v<F, CUstream>)

@@ -13,7 +13,7 @@ using driver::cu;
 
 namespace detail {
 
-thread_local CUcontext cached_current_context = nullptr;
+thread_local constinit CUcontext cached_current_context = nullptr;
 
 void set_current_context_slow(CUcontext context, int device) {
   if (context == nullptr) throw_empty_handle("Context");

@@ -52,10 +52,15 @@ struct CommState {
   int rank = -1;
   int ranks = 0;
   int device = -1;
-  Options options;
-
-  CallLock call_lock;  // Note [NCCL calls and the watchdog] (nccl_call_lock.hpp)
+  // The fields every call reads come first, together: 64 bytes in all. A one-rank
+  // collective is host-bound, and each cold cache line on its path shows in its bandwidth.
   std::atomic<bool> ended{false};
+  // The library's primary context of `device` (library_context), kept so that each call
+  // makes it current without looking it up.
+  CUcontext context = nullptr;
+  CallLock call_lock;  // Note [NCCL calls and the watchdog] (nccl_call_lock.hpp)
+
+  Options options;
   std::shared_ptr<const NcclError> end_error;  // set once, under call_lock, before `ended`
 
   std::mutex watch_mutex;

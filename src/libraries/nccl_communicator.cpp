@@ -251,6 +251,7 @@ std::shared_ptr<CommState> new_state(int ranks, int rank, int device, const Opti
   s->ranks = ranks;
   s->rank = rank;
   s->device = device;
+  s->context = cudakit::detail::library_context(device);
   s->options = options;
   return s;
 }

@@ -176,6 +176,24 @@ TEST_F(TwoRankCollectives, SizesThisRankCanSeeAreCheckedBeforeNccl) {
   other.reset();
 }
 
+TEST_F(TwoRankCollectives, EachRanksCollectiveRunsWithItsDevicesContextCurrent) {
+  DeviceBuffer<float> a(streams_[0], 16, zeroed), b(streams_[1], 16, zeroed);
+  const std::vector<CUcontext> expected = {fake::context_of(0), fake::context_of(1)};
+  for (int current_before : {1, 0}) {  // device 1's context current before the group, then device 0's
+    Device::get(current_before).primary_context().make_current();
+    nccl::group([&] {
+      nccl::all_reduce_in_place(comms_[0], streams_[0], a);
+      nccl::all_reduce_in_place(comms_[1], streams_[1], b);
+    });
+  }
+  const auto seen = nccl().collective_contexts();
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(std::vector<CUcontext>(seen.begin(), seen.begin() + 2), expected);
+  EXPECT_EQ(std::vector<CUcontext>(seen.begin() + 2, seen.end()), expected);
+  a.reset();
+  b.reset();
+}
+
 class OneRankCollectives : public testing::NcclTest {};
 
 TEST_F(OneRankCollectives, DeclaredReadsAndWritesOrderOtherStreams) {

@@ -312,6 +312,7 @@ ncclResult_t collective(NcclEntry kind, const void* send, void* recv, std::size_
       return ncclInvalidUsage;
     }
     if (group_depth > 0) group_comms.insert(c);
+    N().contexts_at_collectives.push_back(current_context());
   }
   auto stream = reinterpret_cast<CUstream>(s);
   CUresult captured = CUDA_SUCCESS;
@@ -673,6 +674,10 @@ int Nccl::aborts() const {
 std::vector<std::pair<NcclEntry, ncclResult_t>> Nccl::failed_calls() const {
   std::lock_guard l(mutex);
   return failures;
+}
+std::vector<CUcontext> Nccl::collective_contexts() const {
+  std::lock_guard l(mutex);
+  return contexts_at_collectives;
 }
 std::vector<std::string> Nccl::ledger_problems() const {
   std::lock_guard l(mutex);

@@ -17,6 +17,8 @@
 //   given an asynchronous error.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -76,6 +78,8 @@ class Nccl {
   std::vector<std::string> ledger_problems() const;
   /// Every call that returned a scripted fault, in order.
   std::vector<std::pair<NcclEntry, ncclResult_t>> failed_calls() const;
+  /// The calling thread's current context at each collective call, in order.
+  std::vector<CUcontext> collective_contexts() const;
 
   // ---- for the entries (fake_nccl.cpp) ----
   mutable std::recursive_mutex mutex;
@@ -87,6 +91,7 @@ class Nccl {
   std::vector<Fault> faults;
   std::vector<NcclEntry> call_log;
   std::vector<std::pair<NcclEntry, ncclResult_t>> failures;
+  std::vector<CUcontext> contexts_at_collectives;
   int call_counts[nccl::raw::entry_count] = {};
   std::set<NcclComm*> comms;  // live
   std::map<const void*, NcclComm*> registrations;  // handle -> its communicator (which takes it along when it goes)
