@@ -51,7 +51,9 @@
 #include <utility>
 
 #include "cudakit/context.hpp"
+#include "cudakit/error.hpp"
 #include "cudakit/export.hpp"
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/device_span.hpp"
 #include "cudakit/stream.hpp"
@@ -82,12 +84,30 @@ struct CUDAKIT_API DeclaredUse {
   Access access = Access::read;
 };
 
-/// Orders every declared use on `stream` (checks the stream, the device and the capturing
-/// thread first). Out of line: declared work is not a per-element hot path.
+/// Checks the stream, its device and the capturing thread, then orders every declared
+/// use on `stream` (DESIGN 5): each buffer hears of the access before the work is
+/// submitted. A buffer on another device (peer memory) is ordered the same way: the wait
+/// is an event recorded on that device's stream, which cuStreamWaitEvent accepts across
+/// devices. No context is made current after.
+inline void order_declared_uses(const StreamRef& stream, const DeclaredUse* uses, std::size_t count) {
+  stream.require_handle("declared work");
+  check_not_poisoned("declared work", Resource::of(ResourceKind::stream, stream.handle(), stream.device_ordinal()));
+  check_capturing_thread(stream.state(), "declared work");  // DESIGN 9
+  for (std::size_t i = 0; i < count; ++i) uses[i].allocation->use(stream, uses[i].access);
+}
+
+/// Orders every declared use on `stream` (order_declared_uses), then makes the context of
+/// the stream's device current: last, since ordering a peer buffer may have made its
+/// device's context current, and the work may use the runtime API. Out of line: declared
+/// work is not a per-element hot path.
 CUDAKIT_API void declare_uses(const StreamRef& stream, const DeclaredUse* uses, std::size_t count);
-/// The same, then makes `current` current instead of looking up the context of the
-/// stream's device: for a caller that keeps that context already (a communicator does).
-CUDAKIT_API void declare_uses(const StreamRef& stream, const DeclaredUse* uses, std::size_t count, ContextRef current);
+/// The same, making `current` current instead of looking up the context of the stream's
+/// device: for a caller that keeps that context already (a communicator does). Inline, for
+/// calls whose host time is all of their cost (a one-rank collective).
+inline void declare_uses(const StreamRef& stream, const DeclaredUse* uses, std::size_t count, ContextRef current) {
+  order_declared_uses(stream, uses, count);
+  current.make_current();
+}
 
 }  // namespace detail
 
