@@ -52,7 +52,7 @@ struct CommState {
   int rank = -1;
   int ranks = 0;
   int device = -1;
-  // The fields every call reads come first, together: 64 bytes in all. A one-rank
+  // The fields every call reads come first, together, within 64 bytes: a one-rank
   // collective is host-bound, and each cold cache line on its path shows in its bandwidth.
   std::atomic<bool> ended{false};
   // The library's primary context of `device` (library_context), kept so that each call
