@@ -45,10 +45,6 @@ ncclResult_t call(const raw::Api& api, ncclComm_t comm, CUstream stream, const C
   auto* recv = reinterpret_cast<void*>(c.recv);
   auto type = static_cast<ncclDataType_t>(c.type);
   auto op = static_cast<ncclRedOp_t>(c.op);
-  // The all-reduce, the most common call, is tested first: a conditional branch, where a
-  // switch's table costs an indirect jump and a cold line of its table.
-  if (c.kind == CollectiveKind::all_reduce) [[likely]]
-    return api.AllReduce(send, recv, c.count, type, op, comm, stream);
   switch (c.kind) {
     case CollectiveKind::all_reduce: return api.AllReduce(send, recv, c.count, type, op, comm, stream);
     case CollectiveKind::reduce: return api.Reduce(send, recv, c.count, type, op, c.root_or_peer, comm, stream);
