@@ -50,7 +50,6 @@
 #include <type_traits>
 #include <utility>
 
-#include "cudakit/context.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/export.hpp"
 #include "cudakit/detail/capture_guard.hpp"
@@ -101,13 +100,6 @@ inline void order_declared_uses(const StreamRef& stream, const DeclaredUse* uses
 /// device's context current, and the work may use the runtime API. Out of line: declared
 /// work is not a per-element hot path.
 CUDAKIT_API void declare_uses(const StreamRef& stream, const DeclaredUse* uses, std::size_t count);
-/// The same, making `current` current instead of looking up the context of the stream's
-/// device: for a caller that keeps that context already (a communicator does). Inline, for
-/// calls whose host time is all of their cost (a one-rank collective).
-inline void declare_uses(const StreamRef& stream, const DeclaredUse* uses, std::size_t count, ContextRef current) {
-  order_declared_uses(stream, uses, count);
-  current.make_current();
-}
 
 }  // namespace detail
 

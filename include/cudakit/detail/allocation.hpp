@@ -55,16 +55,24 @@ struct CUDAKIT_API Allocation {
   /// taken by reference: a StreamRef is 24 bytes, and a copy per call (for use_slow) would
   /// be written and read back through memory on the fast path too.
   void use(const StreamRef& stream, Access access) {
-    StreamState* s = stream.state();
-    if (s != nullptr && owner_.load(std::memory_order_acquire) == s &&
-        active_captures.load(std::memory_order_relaxed) == 0) [[likely]]
+    if (use_needs_nothing(stream)) [[likely]]
       return;
     use_slow(stream, access);
   }
 
+  /// Whether a use on `stream` needs nothing (use()'s fast path): the allocation is used
+  /// on that cudakit stream alone, and no capture is in progress. Without a branch per
+  /// test (every load is valid whatever the others find), so a caller can fold it into one.
+  bool use_needs_nothing(const StreamRef& stream) const noexcept {
+    StreamState* s = stream.state();
+    return (s != nullptr) & (owner_.load(std::memory_order_acquire) == s) &
+           (active_captures.load(std::memory_order_relaxed) == 0);
+  }
+
   /// Creates an allocation already owned by `stream` (its allocating stream); the Ref
   /// holds its first reference.
-  static Ref<Allocation> create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind, StreamRef stream);
+  static Ref<Allocation> create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind,
+                                StreamRef stream);
 
   /// For tests and diagnostics: whether the allocation is tracked across streams now.
   bool is_shared_across_streams() const;
