@@ -12,6 +12,7 @@
 #include "cudakit/graph.hpp"
 #include "cudakit/graph_exec.hpp"
 #include "cudakit/memory_init.hpp"
+#include "driver/driver_testing.hpp"
 #include "libraries/nccl_comm_state.hpp"
 #include "nccl_fixture.hpp"
 
@@ -224,6 +225,22 @@ TEST_F(OneRankCollectives, AnEmptyCommunicatorOrStreamIsNamedBeforeNccl) {
   EXPECT_HAS(message_of<EmptyHandle>([&] { nccl::broadcast(comm, StreamRef(), x, y, 0); }),
              "ncclBroadcast: use of an empty Stream");
   EXPECT_EQ(nccl().calls(NcclEntry::AllReduce) + nccl().calls(NcclEntry::Broadcast), 0) << "caught before NCCL";
+}
+
+TEST_F(OneRankCollectives, OnAPoisonedDeviceACollectiveIsRefusedBeforeNccl) {
+  nccl::Communicator comm = one_rank();
+  Stream s(Device::get(0));
+  DeviceBuffer<float> x = upload(s, random_quarters(16, fresh_seed()));
+  DeviceBuffer<float> y(s, 16, uninitialized);
+  nccl::all_reduce(comm, s, x, y);  // both buffers on s alone: the next call takes tracking's fast path
+  nccl().clear_log();
+  detail::poison(0,
+                 std::make_shared<const DriverError>(CUDA_ERROR_ILLEGAL_ADDRESS, "cuStreamSynchronize", "a stream"));
+  EXPECT_THROW(nccl::all_reduce(comm, s, x, y), ContextPoisoned);
+  EXPECT_EQ(nccl().calls(NcclEntry::AllReduce), 0) << "refused before NCCL";
+  detail::clear_poison_for_testing();
+  nccl::all_reduce(comm, s, x, y);
+  EXPECT_EQ(nccl().calls(NcclEntry::AllReduce), 1) << "and called again once the device is sound";
 }
 
 TEST_F(OneRankCollectives, WithoutTheDeclarationsTheModelSeesTheRace) {
