@@ -60,6 +60,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "cudakit/export.hpp"
 #include "cudakit/blas_library.hpp"
 #include "cudakit/copy.hpp"
 #include "cudakit/device_span.hpp"
@@ -115,7 +116,7 @@ struct BlasSlot;
 
 /// A cuBLAS handle bound to one stream, with typed calls on cudakit buffers and views
 /// (see above). Move-only.
-class Blas {
+class CUDAKIT_API Blas {
  public:
   /// Takes a handle for `stream`'s device from the pool (creating it, with its workspace,
   /// when none is idle) and binds it to the stream. Throws EmptyHandle for an empty stream,

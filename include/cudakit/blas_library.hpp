@@ -17,6 +17,7 @@
 
 #include <string>
 
+#include "cudakit/export.hpp"
 #include "cudakit/error.hpp"
 
 namespace cudakit {
@@ -30,18 +31,18 @@ struct BlasLibrary {
 
 /// Loads cuBLAS and cuBLASLt (once, thread-safe) and says where from. Throws
 /// FeatureUnavailable naming every file tried when they cannot be found.
-BlasLibrary blas_library();
+CUDAKIT_API BlasLibrary blas_library();
 
 /// Whether cuBLAS and cuBLASLt can be loaded (loads them). Never throws for missing
 /// libraries; the reason is blas_library()'s exception.
-bool blas_available();
+CUDAKIT_API bool blas_available();
 
 /// A cuBLAS or cuBLASLt call returned an error. The message names the call, the operation
 /// with its shapes, the stream and the status, e.g.
 ///   cublasGemmEx (gemm of __nv_bfloat16, C[m×n] = A[m×k]·B[k×n] with m = 127, n = 65,
 ///   k = 33, row-major) on stream 0x… on device 0 (NVIDIA H200): CUBLAS_STATUS_NOT_SUPPORTED:
 ///   the requested operation is not supported
-class BlasError : public Error {
+class CUDAKIT_API BlasError : public Error {
  public:
   /// `operation` describes what was asked (the shapes); `resource` the stream or device.
   BlasError(cublasStatus_t status, std::string call, std::string operation, std::string resource);
@@ -67,14 +68,14 @@ class BlasError : public Error {
 /// calls cudakit does not wrap, so that a program need not link cuBLAS itself:
 ///   auto geam = reinterpret_cast<decltype(&cublasSgeam)>(cudakit::blas_symbol("cublasSgeam"));
 /// Null when neither library has it. Loads them first (FeatureUnavailable without them).
-void* blas_symbol(const char* name);
+CUDAKIT_API void* blas_symbol(const char* name);
 
 /// "CUBLAS_STATUS_NOT_SUPPORTED" for a status (works without the library).
-std::string blas_status_name(cublasStatus_t status);
+CUDAKIT_API std::string blas_status_name(cublasStatus_t status);
 
 /// A cuBLAS handle (a Blas or BlasLt) was used by a second thread while a first was inside
 /// one of its calls. A handle is used by one thread at a time: give each thread its own.
-class HandleInUse : public Error {
+class CUDAKIT_API HandleInUse : public Error {
  public:
   /// what() is the whole message.
   using Error::Error;

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "cudakit/export.hpp"
 #include "cudakit/blas.hpp"
 
 namespace cudakit {
@@ -62,7 +63,7 @@ struct LtSlot;
 
 /// A cuBLASLt handle used on one stream, with its workspace and its algorithm cache (see
 /// above). Move-only.
-class BlasLt {
+class CUDAKIT_API BlasLt {
  public:
   /// Takes a handle for `stream`'s device from the pool (creating it, with its workspace,
   /// when none is idle). Throws EmptyHandle for an empty stream, FeatureUnavailable without
