@@ -67,7 +67,7 @@ ncclResult_t call(const raw::Api& api, ncclComm_t comm, CUstream stream, const C
 [[gnu::noinline]] bool hold_in_active_capture(const StreamRef& stream, const std::shared_ptr<CommState>& state) {
   using namespace cudakit::detail;
   StreamState* s = stream_state_of(stream);
-  auto* c = s->marks.capture();
+  auto* c = capture_owned_here(s, [] { return std::string("an NCCL collective"); });
   if (c == nullptr) return false;
   graph_capture(c).resources->keep(state);
   return true;

@@ -1,5 +1,6 @@
 // Cross-stream ordering of allocations (DESIGN 5) and their stream-ordered frees.
 #include <algorithm>
+#include <memory>
 #include <new>
 #include <optional>
 #include <sstream>
@@ -58,15 +59,19 @@ bool contains(const std::vector<StreamState*>& v, const StreamState* s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
-// A use of `allocation` on stream `s`, which is in capture `c` (Note [Tracking inside a
-// capture]). Only the thread that owns the capture may submit to its streams (DESIGN 9).
-void use_in_capture(CaptureState* c, Allocation* allocation, StreamState* s, Access access) {
-  if (s->marks.capture_owner() != std::this_thread::get_id()) {
+// The capture of `s` that a use of `allocation` goes to: this thread's, or none (the use
+// is live). Only the thread that owns the capture may submit to its streams (DESIGN 9).
+CaptureState* capture_of_use(StreamState* s, const Allocation* allocation) {
+  return capture_owned_here(s, [&] {
     std::ostringstream what;
     what << "a use of buffer 0x" << std::hex << allocation->pointer;
-    refuse_submission_from_other_thread(s, what.str().c_str());
-  }
-  // `c` is this thread's: it owns the capture (checked above).
+    return what.str();
+  });
+}
+
+// A use of `allocation` on stream `s`, which is in capture `c`, this thread's (Note
+// [Tracking inside a capture]).
+void use_in_capture(CaptureState* c, Allocation* allocation, StreamState* s, Access access) {
   keep_buffer_for_capture(c, allocation, access);
   if (manual_ordering_depth != 0) return;
   CaptureState::Order& o = c->order[allocation];
@@ -143,16 +148,18 @@ void Allocation::operator delete(void* p, std::size_t size) noexcept {
 
 Ref<Allocation> Allocation::create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind,
                                    StreamRef stream) {
+  // Everything that can throw comes before the allocation holds the memory: when this
+  // throws, the caller still owns the memory and frees it, once.
+  StreamState* s = stream ? stream_state_of(stream) : nullptr;
   Ref<Allocation> a(new Allocation, adopt);
-  a->pointer = pointer;
   a->bytes = bytes;
   a->device = device;
   a->kind = kind;
-  if (stream) {
-    StreamState* s = stream_state_of(stream);
+  if (s != nullptr) {
     tracker_retain(s);
     a->owner_.store(s, std::memory_order_release);
   }
+  a->pointer = pointer;
   return a;
 }
 
@@ -168,7 +175,7 @@ bool Allocation::is_shared_across_streams() const {
 void Allocation::use_slow(const StreamRef& stream, Access access) {
   StreamState* s = stream_state_of(stream);
   if (active_captures.load(std::memory_order_acquire) != 0) {
-    if (CaptureState* capture = s->marks.capture(); capture != nullptr) {
+    if (CaptureState* capture = capture_of_use(s, this); capture != nullptr) {
       // Work on a capturing stream runs only when the graph is launched: the graph
       // records the use (and keeps this allocation alive) and orders it at launch.
       use_in_capture(capture, this, s, access);
@@ -381,10 +388,16 @@ bool order_after_every_user(const Users& users, const FreeStream& on, Allocation
 }
 
 // The release itself, as the memory was obtained. A pool free is stream-ordered on
-// `stream`, null only on a dead context (no service stream could be made): the call is
-// tried all the same, and the driver refuses it with the sticky error.
+// `stream`, null only on a dead context (no service stream could be made): the memory
+// goes with the context, and no call is made on stream handle 0 (DESIGN 1), which the
+// driver would refuse with the sticky error all the same; that error is what is reported.
 void free_by_kind(AllocationKind kind, CUdeviceptr pointer, CUstream stream, int device, const Resource& res) {
   if (kind == AllocationKind::pool) {
+    if (stream == nullptr) {
+      std::shared_ptr<const DriverError> poison = poison_of(device);
+      check(poison != nullptr ? poison->code() : CUDA_ERROR_INVALID_CONTEXT, cu.MemFreeAsync.name(), res);
+      return;
+    }
     check(cu.MemFreeAsync(pointer, stream), cu.MemFreeAsync.name(), res);
     return;
   }

@@ -239,6 +239,7 @@ CUresult StreamDestroy(CUstream s) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
   if (!D().destroyed("stream", s)) return CUDA_ERROR_INVALID_HANDLE;
+  stream_destroyed_while_capturing(s);
   D().streams.erase(s);
   delete reinterpret_cast<StreamTag*>(s);
   return CUDA_SUCCESS;

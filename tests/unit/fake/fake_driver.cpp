@@ -85,6 +85,7 @@ struct Wrapper<Id, R(CUDAAPI*)(Args...)> {
     CUresult fault = CUDA_SUCCESS;
     if (intercept(Id, &fault)) return fault;
     Driver& d = Driver::current();
+    if (d.hooked[static_cast<std::size_t>(Id)].load(std::memory_order_acquire)) d.hooks[static_cast<std::size_t>(Id)]();
     if (int us = d.delays[static_cast<std::size_t>(Id)].load(std::memory_order_relaxed); us > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(us));
     void* impl = d.impls[static_cast<std::size_t>(Id)];

@@ -5,7 +5,8 @@
 //   it is submitted, host callbacks too).
 // - Every handle goes through a ledger: a leak or a double destroy fails the test.
 // - Faults are scripted: "fail the 3rd cuEventRecord with CUDA_ERROR_OUT_OF_MEMORY".
-// - Calls can be slowed (delay()), to widen the window of a race between threads.
+// - Calls can be slowed (delay()), to widen the window of a race between threads, or
+//   held at a point the test chooses (on_call()), to run a race in a fixed order.
 // - Every call is counted and logged, so tests can assert "no event was recorded" and
 //   the fault sweep can fail each call an operation makes, one at a time.
 // - An ordering model (vector clocks per stream, snapshots in events) checks that every
@@ -141,6 +142,17 @@ class Driver {
   void delay(EntryId entry, std::chrono::microseconds delay) {
     delays[static_cast<std::size_t>(entry)].store(static_cast<int>(delay.count()), std::memory_order_relaxed);
   }
+  /// Runs `hook` on the calling thread at the start of every call of `entry` from now on,
+  /// before the call does its work (outside the fake's lock): a race test holds one thread
+  /// inside a driver call until another got somewhere, so the race runs in the order the
+  /// test chooses. An empty function ends it. Set and cleared while no other thread calls
+  /// the fake (before the threads start, after they are joined).
+  void on_call(EntryId entry, std::function<void()> hook) {
+    auto i = static_cast<std::size_t>(entry);
+    hooked[i].store(false, std::memory_order_release);
+    hooks[i] = std::move(hook);
+    if (hooks[i]) hooked[i].store(true, std::memory_order_release);
+  }
   /// Ends a sticky error (a real driver never does; tests do, to clean up).
   void clear_sticky();
   /// The sticky error every call returns now, or CUDA_SUCCESS.
@@ -200,6 +212,8 @@ class Driver {
   std::vector<std::pair<EntryId, CUresult>> failed_calls;
   int call_counts[driver::entry_count] = {};
   std::atomic<int> delays[driver::entry_count] = {};  // microseconds, by entry (delay())
+  std::function<void()> hooks[driver::entry_count];   // by entry (on_call())
+  std::atomic<bool> hooked[driver::entry_count] = {};
   void* impls[driver::entry_count] = {};
   std::map<std::string, std::set<const void*>> ledger;
   std::vector<std::string> problems;
@@ -307,6 +321,10 @@ std::size_t pending_replays();
 /// Internal (a sticky error): the context is gone, and with it every capture in progress;
 /// their streams leave capture mode and the partial graphs go.
 void end_every_capture();
+/// Internal (cuStreamDestroy): a stream destroyed while it captures. The fake's model (the
+/// device test StreamDestroyedMidCapture.* shows the driver's): its capture is invalidated;
+/// a forked stream leaves it, and an origin takes it down with its partial graph.
+void stream_destroyed_while_capturing(CUstream s);
 /// Internal (cuLaunchHostFunc): queues the function behind the replays in flight, if any.
 bool defer_host_function_behind_replays(CUhostFn fn, void* data);
 
