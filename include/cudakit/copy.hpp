@@ -55,6 +55,8 @@
 #include "cudakit/export.hpp"
 #include "cudakit/device_buffer.hpp"
 #include "cudakit/device_span.hpp"
+#include "cudakit/growable_buffer.hpp"
+#include "cudakit/managed_buffer.hpp"
 #include "cudakit/pinned_buffer.hpp"
 #include "cudakit/stream.hpp"
 
@@ -73,6 +75,23 @@ DeviceSpan<T> as_device_span(DeviceBuffer<T>& buffer) {
 }
 template <class T>
 DeviceSpan<const T> as_device_span(const DeviceBuffer<T>& buffer) {
+  return buffer.span();
+}
+// The elements in use of a growable buffer, all of a managed one.
+template <class T>
+DeviceSpan<T> as_device_span(GrowableBuffer<T>& buffer) {
+  return buffer.span();
+}
+template <class T>
+DeviceSpan<const T> as_device_span(const GrowableBuffer<T>& buffer) {
+  return buffer.span();
+}
+template <class T>
+DeviceSpan<T> as_device_span(ManagedBuffer<T>& buffer) {
+  return buffer.span();
+}
+template <class T>
+DeviceSpan<const T> as_device_span(const ManagedBuffer<T>& buffer) {
   return buffer.span();
 }
 
@@ -141,7 +160,7 @@ CUDAKIT_API void fill_device(StreamRef stream, DeviceBytes destination, std::uin
 
 }  // namespace detail
 
-/// A DeviceBuffer or DeviceSpan.
+/// A DeviceBuffer, GrowableBuffer, ManagedBuffer or DeviceSpan.
 template <class R>
 concept device_range = detail::device_viewable<R>;
 /// A device range whose elements may be written (not a DeviceSpan<const T>, not a const

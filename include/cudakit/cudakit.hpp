@@ -3,6 +3,7 @@
 // global `half` with them, so a program that multiplies matrices includes them itself.
 #pragma once
 
+#include "cudakit/batched_copy.hpp"
 #include "cudakit/borrowed_kernel.hpp"
 #include "cudakit/capture.hpp"
 #include "cudakit/context.hpp"
@@ -19,6 +20,7 @@
 #include "cudakit/graph.hpp"
 #include "cudakit/graph_cache.hpp"
 #include "cudakit/graph_exec.hpp"
+#include "cudakit/growable_buffer.hpp"
 #include "cudakit/host_registration.hpp"
 #include "cudakit/interop/runtime.hpp"
 #include "cudakit/kernel.hpp"
@@ -26,6 +28,7 @@
 #include "cudakit/launch.hpp"
 #include "cudakit/launch_config.hpp"
 #include "cudakit/library.hpp"
+#include "cudakit/managed_buffer.hpp"
 #include "cudakit/memory_init.hpp"
 #include "cudakit/memory_pool.hpp"
 #include "cudakit/module.hpp"

@@ -19,6 +19,7 @@
 #include "device/device_state.hpp"
 #include "stream/event_pool.hpp"
 #include "memory/host_ranges.hpp"
+#include "memory/virtual_range.hpp"
 #include "stream/stream_state_of.hpp"
 
 namespace cudakit::detail {
@@ -408,10 +409,12 @@ void free_by_kind(AllocationKind kind, CUdeviceptr pointer, CUstream stream, int
   }
   void* host = reinterpret_cast<void*>(pointer);
   switch (kind) {
-    case AllocationKind::plain: check(cu.MemFree(pointer), cu.MemFree.name(), res); break;
+    case AllocationKind::plain:
+    case AllocationKind::managed: check(cu.MemFree(pointer), cu.MemFree.name(), res); break;
     case AllocationKind::pinned_host: check(cu.MemFreeHost(host), cu.MemFreeHost.name(), res); break;
     case AllocationKind::registered_host: check(cu.MemHostUnregister(host), cu.MemHostUnregister.name(), res); break;
-    case AllocationKind::pool: break;
+    case AllocationKind::pool:
+    case AllocationKind::virtual_range: break;  // release_virtual_range
   }
 }
 
@@ -436,7 +439,10 @@ void Allocation::destroy() noexcept {
     // Page-locked ranges leave the registry first, so no new copy treats them as pinned.
     if (host) unregister_host_range(reinterpret_cast<const void*>(pointer));
     FreeStream on = choose_free_stream(users, kind, device);
-    if (order_after_every_user(users, on, kind, device, res, origin)) free_by_kind(kind, pointer, on.handle, device, res);
+    if (order_after_every_user(users, on, kind, device, res, origin)) {
+      if (kind == AllocationKind::virtual_range) release_virtual_range(virtual_range, device);
+      else free_by_kind(kind, pointer, on.handle, device, res);
+    }
   } catch (const DriverError& e) {
     park_error({e.code(), origin, e.what()});
   } catch (const std::exception& e) {

@@ -621,6 +621,8 @@ bool is_release(EntryId e) {
     case EntryId::MemFreeAsync:
     case EntryId::MemFreeHost:
     case EntryId::MemHostUnregister:
+    case EntryId::MemRelease:
+    case EntryId::MemAddressFree:
     case EntryId::ModuleUnload:
     case EntryId::LibraryUnload:
     case EntryId::GraphDestroy:

@@ -32,9 +32,15 @@ enum class AllocationKind : std::uint8_t {
   plain,  // cuMemAlloc, freed with cuMemFree (after the streams that used it finish)
   pinned_host,      // cuMemHostAlloc, freed with cuMemFreeHost (after the streams that used it finish)
   registered_host,  // cuMemHostRegister of user memory, undone with cuMemHostUnregister (likewise)
+  virtual_range,    // an address reservation and the chunks mapped in it (GrowableBuffer): unmapped,
+                    // released and given back after the streams that used it finish
+  managed,          // cuMemAllocManaged, freed with cuMemFree (after the streams that used it finish)
 };
 
 struct Allocation;
+/// The reservation and physical chunks behind a virtual_range allocation
+/// (src/memory/virtual_range.hpp); the allocation owns it.
+struct VirtualRange;
 
 /// Keeps `allocation` alive for as long as the graph of `capture` may run, and remembers
 /// how the capture used it (the graph's launches are tracked by it). Called for every
@@ -49,6 +55,7 @@ struct CUDAKIT_API Allocation {
   std::size_t bytes = 0;
   int device = -1;
   AllocationKind kind = AllocationKind::pool;
+  VirtualRange* virtual_range = nullptr;  // kind virtual_range only
 
   /// Orders a use on `stream` after the uses it conflicts with (DESIGN 5). Call before
   /// submitting the work. The fast path is for the single-stream case. The stream is
@@ -73,6 +80,11 @@ struct CUDAKIT_API Allocation {
   /// holds its first reference.
   static Ref<Allocation> create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind,
                                 StreamRef stream);
+
+  /// Whether its owner is its only holder: no view keeps it (views hold none), no graph,
+  /// capture or pending release. Only the owner's thread may ask, and the answer holds
+  /// while that thread does not hand out a reference (only a holder can make another).
+  bool held_by_owner_alone() const noexcept { return refs_.load(std::memory_order_acquire) == 1; }
 
   /// For tests and diagnostics: whether the allocation is tracked across streams now.
   bool is_shared_across_streams() const;

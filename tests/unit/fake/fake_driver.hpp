@@ -85,6 +85,28 @@ struct Allocation {
   bool pinned_host = false;  // cuMemHostAlloc
   bool async = false;        // from cuMemAllocAsync
   unsigned host_flags = 0;   // cuMemHostAlloc's flags
+  bool mapped = false;       // a virtual-memory mapping made accessible (its bytes count in its chunk)
+  bool managed = false;      // cuMemAllocManaged (not counted against the device's memory)
+};
+
+// Virtual-memory state (fake_virtual_memory.cpp).
+struct Reservation {
+  std::size_t bytes = 0;
+  std::size_t host_bytes = 0;  // the host addresses behind it (inaccessible until mapped)
+  void* host_base = nullptr;
+};
+struct PhysicalChunk {
+  std::size_t bytes = 0;
+  int device = 0;
+  int mappings = 0;
+  bool released = false;  // cuMemRelease'd: gone once its last mapping is
+  CUmemAllocationHandleType shareable = CU_MEM_HANDLE_TYPE_NONE;
+};
+struct Mapping {
+  std::size_t bytes = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  bool accessible = false;  // cuMemSetAccess gave a device read-write access
+  std::set<int> devices;    // the devices that may access it
 };
 
 // Memory-area state (fake_memory.cpp).
@@ -250,6 +272,19 @@ class Driver {
   /// block for it; cudakit stages pageable memory instead, so tests expect none.
   std::vector<std::string> pageable_async_copies;
 
+  // Virtual memory (fake_virtual_memory.cpp): the driver's rules are checked there.
+  std::map<std::uintptr_t, Reservation> reservations;  // by base address
+  std::map<CUmemGenericAllocationHandle, PhysicalChunk> physical;
+  std::map<std::uintptr_t, Mapping> mappings;  // by first byte
+  /// What cuMemGetAllocationGranularity answers (minimum and recommended alike).
+  std::size_t vmm_granularity = std::size_t(2) << 20;
+  CUmemGenericAllocationHandle next_physical_handle = 0x1000;
+  /// Device memory in use on `device`: allocations and live physical chunks.
+  std::size_t device_memory_used(int device) const;
+  /// Whether [p, p + bytes) is device memory a copy may use: inside one allocation, or
+  /// across accessible virtual-memory mappings that follow each other without a gap.
+  bool device_range_valid(std::uintptr_t p, std::size_t bytes) const;
+
   // Per-area state hooks (each area file may keep its own state in maps keyed by handle).
   std::map<std::string, std::function<void()>> on_destroy;
 };
@@ -259,6 +294,10 @@ void register_core(Driver& d);
 void register_memory(Driver& d);
 void register_modules(Driver& d);
 void register_graphs(Driver& d);
+void register_virtual_memory(Driver& d);
+void register_managed_memory(Driver& d);
+/// Gives the host addresses behind reservations a test left behind back (~Driver).
+void release_reservations_left_behind(Driver& d);
 
 /// A fake context handle for device `d` (stable).
 CUcontext context_of(int device);
