@@ -19,7 +19,7 @@ DOCTOR_DIR := build-doctor
 # machine allows it (a container's seccomp profile may not).
 NO_ASLR := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo setarch $$(uname -m) -R)
 
-.PHONY: all deps configure build test doctor doctor-build info sanitize sanitize-run clean
+.PHONY: all deps configure build test doctor doctor-build info docs sanitize sanitize-run clean
 
 all: build
 
@@ -47,6 +47,14 @@ info: doctor-build
 doctor-build: deps
 	@cmake --preset doctor >/dev/null
 	@cmake --build --preset doctor -j $(JOBS)
+
+# The API reference: HTML from the public headers into $(BUILD_DIR)/docs/html (Doxygen,
+# installed from the distribution when missing).
+docs:
+	@command -v doxygen >/dev/null || scripts/ensure-deps.sh --docs
+	@mkdir -p $(BUILD_DIR)/docs
+	@CUDAKIT_DOCS_OUT=$(BUILD_DIR)/docs CUDAKIT_SOURCE_DIR=$(CURDIR) doxygen docs/Doxyfile
+	@echo "API reference: $(BUILD_DIR)/docs/html/index.html ($$(grep -c warning $(BUILD_DIR)/docs/warnings.txt) Doxygen warnings in $(BUILD_DIR)/docs/warnings.txt)"
 
 # The sanitizer builds of the unit tests (CI runs these through `make test`): g++'s
 # AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included), then its

@@ -40,6 +40,9 @@ fi
 [ -f /usr/include/CLI/CLI.hpp ] || [ -f .deps/include/CLI/CLI.hpp ] || missing+=(libcli11-dev)
 [ -f /usr/include/nlohmann/json.hpp ] || [ -f .deps/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
 
+# `make docs` (ensure-deps.sh --docs): Doxygen for the API reference.
+[ "${1:-}" = --docs ] && { command -v doxygen >/dev/null || missing+=(doxygen); }
+
 # make test also builds the unit tests with g++'s sanitizers. Their runtimes (libasan,
 # libtsan, libubsan) come with g++ on Debian and Ubuntu (libgcc-N-dev depends on them);
 # install them explicitly where they are missing.
