@@ -5,12 +5,14 @@
 #       that the `cudakit` command was installed (EXPECT_COMMAND=ON), build and run the
 #       consumer against the install, then against the build tree itself (its export);
 #       build and run tests/consumer/main.cpp with make and the installed cudakit.pc
-#       (pkg-config); make the binary and the source package with CPack (CPACK names cpack)
+#       (pkg-config); build the README's first program with the README's CMakeLists.txt
+#       (README names the file); make the binary and the source package with CPack (CPACK
+#       names cpack)
 #   -DSOURCE_DIR=<cudakit's sources>               configure, build and install a
 #       library-only shared build (no tests, tools or kernels: nothing but the library and
 #       its headers), then build and run the consumer against that install
 #
-# Other parameters: CONSUMER_SOURCE, CUDA_ROOT, CXX, NVCC, CPACK, and GENERATOR (Ninja by default).
+# Other parameters: CONSUMER_SOURCE, CUDA_ROOT, CXX, NVCC, CPACK, README, and GENERATOR (Ninja by default).
 if(NOT GENERATOR)
   set(GENERATOR Ninja)
 endif()
@@ -60,6 +62,26 @@ endif()
 build_consumer(installed -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
 if(NOT SOURCE_DIR)
   build_consumer(build-tree -Dcudakit_DIR=${BUILD_DIR})
+endif()
+
+if(NOT SOURCE_DIR AND README)
+  # The README's first program with the README's CMakeLists.txt, as a reader copies them.
+  file(READ ${README} readme)
+  string(REGEX MATCH "```cmake\n([^`]*)```" cmake_block "${readme}")
+  set(lists "${CMAKE_MATCH_1}")
+  string(REGEX MATCH "<!-- cpp program -->\n```cpp\n([^`]*)```" program_block "${readme}")
+  set(program "${CMAKE_MATCH_1}")
+  if(NOT lists MATCHES "find_package\\(cudakit" OR NOT program MATCHES "int main")
+    message(FATAL_ERROR "README.md: no ```cmake block with find_package(cudakit), or no <!-- cpp program --> block")
+  endif()
+  string(REGEX MATCH "add_executable\\(([A-Za-z0-9_]+) ([A-Za-z0-9_.]+)\\)" executable "${lists}")
+  set(readme_dir ${WORK_DIR}/readme-program)
+  file(WRITE ${readme_dir}/CMakeLists.txt "${lists}")
+  file(WRITE ${readme_dir}/${CMAKE_MATCH_2} "${program}")
+  run("configuring the README's program" ${CMAKE_COMMAND} -S ${readme_dir} -B ${readme_dir}/build -G ${GENERATOR}
+      -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCUDAToolkit_ROOT=${CUDA_ROOT} -DCMAKE_CXX_COMPILER=${CXX})
+  run("building the README's program" ${CMAKE_COMMAND} --build ${readme_dir}/build)
+  message(STATUS "the README's program (${CMAKE_MATCH_1}) builds against the install")
 endif()
 
 if(NOT SOURCE_DIR)
