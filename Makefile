@@ -2,12 +2,16 @@
 #   make test     build, then run every test (unit, device tests skip without a GPU),
 #                 then the unit tests again under ASan+UBSan and under TSan
 #                 (make test SANITIZE=0 skips those; CI runs them)
-#   make doctor   build, then run `cudakit doctor`
+#   make doctor   build the library and the command only (build-doctor/, kernels for this
+#                 machine's GPUs, or for the newest architecture without one), then run
+#                 `cudakit doctor`: the short path on a fresh machine
+#   make info     the same build, then `cudakit info`
 # Both install what is missing first (scripts/ensure-deps.sh).
 PRESET ?= default
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 SANITIZE ?= 1
+DOCTOR_DIR := build-doctor
 
 # The sanitizer runtimes cannot map their shadow memory on kernels that randomize mmap
 # with 32 bits (vm.mmap_rnd_bits = 32): TSan then dies with "unexpected memory mapping".
@@ -15,7 +19,7 @@ SANITIZE ?= 1
 # machine allows it (a container's seccomp profile may not).
 NO_ASLR := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo setarch $$(uname -m) -R)
 
-.PHONY: all deps configure build test doctor info docs sanitize sanitize-run clean
+.PHONY: all deps configure build test doctor doctor-build info docs sanitize sanitize-run clean
 
 all: build
 
@@ -34,11 +38,15 @@ ifneq ($(SANITIZE),0)
 	@$(MAKE) --no-print-directory sanitize-run
 endif
 
-doctor: build
-	@$(BUILD_DIR)/tools/cudakit doctor
+doctor: doctor-build
+	@$(DOCTOR_DIR)/tools/cudakit doctor
 
-info: build
-	@$(BUILD_DIR)/tools/cudakit info
+info: doctor-build
+	@$(DOCTOR_DIR)/tools/cudakit info
+
+doctor-build: deps
+	@cmake --preset doctor >/dev/null
+	@cmake --build --preset doctor -j $(JOBS)
 
 # The API reference: HTML from the public headers into $(BUILD_DIR)/docs/html (Doxygen,
 # installed from the distribution when missing).
@@ -60,4 +68,4 @@ sanitize-run:
 	@cmake --preset tsan >/dev/null && cmake --build --preset tsan -j $(JOBS) && $(NO_ASLR) ctest --preset tsan -j $(JOBS)
 
 clean:
-	rm -rf build build-debug build-asan build-tsan
+	rm -rf build build-debug build-doctor build-asan build-tsan

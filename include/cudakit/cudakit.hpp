@@ -1,6 +1,6 @@
-// The umbrella header: includes every public cudakit header, and nothing else, except the
-// cuBLAS ones (blas.hpp, blas_lt.hpp, blas_library.hpp): they bring cuda_fp16.h and its
-// global `half` with them, so a program that multiplies matrices includes them itself.
+// The umbrella header: every public cudakit header but the cuBLAS ones and nccl_mpi.hpp.
+// For cudakit::Blas add #include <cudakit/blas.hpp>, for cudakit::BlasLt <cudakit/blas_lt.hpp>
+// (they bring cuda_fp16.h and its global `half`, so only a program that needs them pays).
 #pragma once
 
 #include "cudakit/batched_copy.hpp"
