@@ -21,6 +21,7 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "driver/checked_call.hpp"
+#include "driver/profiler_names.hpp"
 #include "driver/thread_words.hpp"
 #include "cudakit/kernel.hpp"
 #include "cudakit/memory_pool.hpp"
@@ -146,6 +147,7 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
     throw;
   }
   state_ = state.release();
+  profiler::push(profiler::Activity::capture);  // popped where the capture ends (end_capture)
 }
 
 namespace detail {
@@ -242,6 +244,7 @@ void forget_and_free(GraphCapture* c) {
 // Ends capture `c` and frees its state. On failure the partial graph is destroyed and the
 // resources released before the outcome is returned.
 CaptureOutcome end_capture(GraphCapture* c) {
+  profiler::pop();  // the range the constructor opened
   CaptureOutcome out;
   out.origin = stream_resource_of(c->members.front().get());
   out.resources = std::move(c->resources);

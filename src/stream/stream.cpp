@@ -9,6 +9,7 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "device/device_state.hpp"
+#include "driver/profiler_names.hpp"
 #include "stream/capture_state.hpp"
 #include "stream/create_prologue.hpp"
 #include "stream/event_pool.hpp"
@@ -34,6 +35,7 @@ CUstream create_stream(ContextRef context, int priority) {
   context.make_current();
   detail::CaptureTolerantScope tolerant;  // a stream made while a capture runs leaves it valid
   check(cu.StreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, priority), cu.StreamCreateWithPriority.name(), res);
+  detail::profiler::name_stream(s, context.device_ordinal());
   return s;
 }
 // A capturing stream's work runs only when its graph is launched: there is nothing to
