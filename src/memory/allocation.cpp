@@ -12,12 +12,14 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "cudakit/memory_resource.hpp"
 #include "driver/checked_call.hpp"
 #include "stream/capture_state.hpp"
 #include "stream/deferred.hpp"
 #include "device/device_state.hpp"
 #include "stream/event_pool.hpp"
 #include "memory/host_ranges.hpp"
+#include "memory/pool_counters.hpp"
 #include "stream/stream_state_of.hpp"
 
 namespace cudakit::detail {
@@ -295,6 +297,7 @@ bool free_on_the_only_stream(const Users& users, CUdeviceptr pointer, int device
   PinnedStream pinned(users.owner);
   if (!pinned || pinned.capturing()) return false;
   CUresult r = cu.MemFreeAsync(pointer, users.owner->handle);
+  if (PoolCounters* c = default_pool_counters(device)) c->freed();
   if (r != CUDA_SUCCESS) [[unlikely]]
     park_driver_error(r, cu.MemFreeAsync.name(), resource_of(AllocationKind::pool, pointer, device), "buffer free");
   return true;
@@ -326,7 +329,7 @@ FreeStream choose_free_stream(const Users& users, AllocationKind kind, int devic
   // other streams' work is waited for on it. Memory no live stream used (a pinned buffer
   // never copied) is freed without one: creating it could fail and leave the memory
   // unfreed.
-  bool need_stream = kind == AllocationKind::pool;
+  bool need_stream = is_stream_ordered(kind);
   users.each([&](StreamState* u) { need_stream = need_stream || alive(u); });
   if (!need_stream) return on;
   try {
@@ -367,7 +370,7 @@ bool order_after_every_user(const Users& users, const FreeStream& on, Allocation
     });
     // cuMemFree, cuMemFreeHost and cuMemHostUnregister are not stream-ordered: wait for
     // the streams that used the memory first (a copy may still read or write it).
-    if (kind != AllocationKind::pool && (on.user != nullptr || waited))
+    if (!is_stream_ordered(kind) && (on.user != nullptr || waited))
       check(cu.StreamSynchronize(on.handle), cu.StreamSynchronize.name(), res);
     return true;
   } catch (const DriverError& e) {
@@ -382,10 +385,20 @@ bool order_after_every_user(const Users& users, const FreeStream& on, Allocation
 
 // The release itself, as the memory was obtained. A pool free is stream-ordered on
 // `stream`, null only on a dead context (no service stream could be made): the call is
-// tried all the same, and the driver refuses it with the sticky error.
-void free_by_kind(AllocationKind kind, CUdeviceptr pointer, CUstream stream, int device, const Resource& res) {
+// tried all the same, and the driver refuses it with the sticky error. A resource's
+// memory goes back to the resource, stream-ordered likewise.
+void free_by_kind(const Allocation& a, CUstream stream, const Resource& res) {
+  const AllocationKind kind = a.kind;
+  const CUdeviceptr pointer = a.pointer;
+  const int device = a.device;
+  if (kind == AllocationKind::resource) {
+    a.resource->deallocate_async(reinterpret_cast<void*>(pointer), a.bytes, default_alignment, StreamRef(stream, device));
+    return;
+  }
   if (kind == AllocationKind::pool) {
-    check(cu.MemFreeAsync(pointer, stream), cu.MemFreeAsync.name(), res);
+    CUresult r = cu.MemFreeAsync(pointer, stream);
+    if (PoolCounters* c = default_pool_counters(device)) c->freed();  // gone from the books, freed or not
+    check(r, cu.MemFreeAsync.name(), res);
     return;
   }
   try {
@@ -398,7 +411,8 @@ void free_by_kind(AllocationKind kind, CUdeviceptr pointer, CUstream stream, int
     case AllocationKind::plain: check(cu.MemFree(pointer), cu.MemFree.name(), res); break;
     case AllocationKind::pinned_host: check(cu.MemFreeHost(host), cu.MemFreeHost.name(), res); break;
     case AllocationKind::registered_host: check(cu.MemHostUnregister(host), cu.MemHostUnregister.name(), res); break;
-    case AllocationKind::pool: break;
+    case AllocationKind::pool:
+    case AllocationKind::resource: break;
   }
 }
 
@@ -423,7 +437,7 @@ void Allocation::destroy() noexcept {
     // Page-locked ranges leave the registry first, so no new copy treats them as pinned.
     if (host) unregister_host_range(reinterpret_cast<const void*>(pointer));
     FreeStream on = choose_free_stream(users, kind, device);
-    if (order_after_every_user(users, on, kind, device, res, origin)) free_by_kind(kind, pointer, on.handle, device, res);
+    if (order_after_every_user(users, on, kind, device, res, origin)) free_by_kind(*this, on.handle, res);
   } catch (const DriverError& e) {
     park_error({e.code(), origin, e.what()});
   } catch (const std::exception& e) {

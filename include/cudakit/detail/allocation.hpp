@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -32,7 +33,15 @@ enum class AllocationKind : std::uint8_t {
   plain,  // cuMemAlloc, freed with cuMemFree (after the streams that used it finish)
   pinned_host,      // cuMemHostAlloc, freed with cuMemFreeHost (after the streams that used it finish)
   registered_host,  // cuMemHostRegister of user memory, undone with cuMemHostUnregister (likewise)
+  resource,         // a memory resource's allocate_async, freed with its deallocate_async (memory_resource.hpp)
 };
+
+/// Whether memory of this kind is freed stream-ordered (else after its users finish).
+constexpr bool is_stream_ordered(AllocationKind kind) noexcept {
+  return kind == AllocationKind::pool || kind == AllocationKind::resource;
+}
+
+struct ResourceModel;  // memory_resource.hpp
 
 struct Allocation;
 
@@ -49,6 +58,9 @@ struct CUDAKIT_API Allocation {
   std::size_t bytes = 0;
   int device = -1;
   AllocationKind kind = AllocationKind::pool;
+  /// The resource the memory came from (AllocationKind::resource), kept alive until the
+  /// memory went back to it (DESIGN 4).
+  std::shared_ptr<ResourceModel> resource;
 
   /// Orders a use on `stream` after the uses it conflicts with (DESIGN 5). Call before
   /// submitting the work. The fast path is for the single-stream case. The stream is
