@@ -13,6 +13,7 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "cudakit/memory_resource.hpp"
 #include "driver/checked_call.hpp"
 #include "stream/capture_state.hpp"
 #include "stream/deferred.hpp"
@@ -20,6 +21,7 @@
 #include "stream/event_pool.hpp"
 #include "memory/host_ranges.hpp"
 #include "memory/virtual_range.hpp"
+#include "memory/pool_counters.hpp"
 #include "stream/stream_state_of.hpp"
 
 namespace cudakit::detail {
@@ -303,6 +305,7 @@ bool free_on_the_only_stream(const Users& users, CUdeviceptr pointer, int device
   PinnedStream pinned(users.owner);
   if (!pinned || pinned.capturing()) return false;
   CUresult r = cu.MemFreeAsync(pointer, users.owner->handle);
+  if (PoolCounters* c = default_pool_counters(device)) c->freed();
   if (r != CUDA_SUCCESS) [[unlikely]]
     park_driver_error(r, cu.MemFreeAsync.name(), resource_of(AllocationKind::pool, pointer, device), "buffer free");
   return true;
@@ -334,7 +337,7 @@ FreeStream choose_free_stream(const Users& users, AllocationKind kind, int devic
   // other streams' work is waited for on it. Memory no live stream used (a pinned buffer
   // never copied) is freed without one: creating it could fail and leave the memory
   // unfreed.
-  bool need_stream = kind == AllocationKind::pool;
+  bool need_stream = is_stream_ordered(kind);
   users.each([&](StreamState* u) { need_stream = need_stream || alive(u); });
   if (!need_stream) return on;
   try {
@@ -375,7 +378,7 @@ bool order_after_every_user(const Users& users, const FreeStream& on, Allocation
     });
     // cuMemFree, cuMemFreeHost and cuMemHostUnregister are not stream-ordered: wait for
     // the streams that used the memory first (a copy may still read or write it).
-    if (kind != AllocationKind::pool && (on.user != nullptr || waited))
+    if (!is_stream_ordered(kind) && (on.user != nullptr || waited))
       check(cu.StreamSynchronize(on.handle), cu.StreamSynchronize.name(), res);
     return true;
   } catch (const DriverError& e) {
@@ -392,8 +395,17 @@ bool order_after_every_user(const Users& users, const FreeStream& on, Allocation
 // `stream`, null only on a dead context (no service stream could be made): the memory
 // goes with the context, and no call is made on stream handle 0 (DESIGN 1), which the
 // driver would refuse with the sticky error all the same; that error is what is reported.
-void free_by_kind(AllocationKind kind, CUdeviceptr pointer, CUstream stream, int device, const Resource& res) {
+// A resource's memory goes back to the resource, stream-ordered likewise.
+void free_by_kind(const Allocation& a, CUstream stream, const Resource& res) {
+  const AllocationKind kind = a.kind;
+  const CUdeviceptr pointer = a.pointer;
+  const int device = a.device;
+  if (kind == AllocationKind::resource) {
+    a.resource->deallocate_async(reinterpret_cast<void*>(pointer), a.bytes, default_alignment, StreamRef(stream, device));
+    return;
+  }
   if (kind == AllocationKind::pool) {
+    if (PoolCounters* c = default_pool_counters(device)) c->freed();  // gone from the books, freed or not
     if (stream == nullptr) {
       std::shared_ptr<const DriverError> poison = poison_of(device);
       check(poison != nullptr ? poison->code() : CUDA_ERROR_INVALID_CONTEXT, cu.MemFreeAsync.name(), res);
@@ -414,7 +426,8 @@ void free_by_kind(AllocationKind kind, CUdeviceptr pointer, CUstream stream, int
     case AllocationKind::pinned_host: check(cu.MemFreeHost(host), cu.MemFreeHost.name(), res); break;
     case AllocationKind::registered_host: check(cu.MemHostUnregister(host), cu.MemHostUnregister.name(), res); break;
     case AllocationKind::pool:
-    case AllocationKind::virtual_range: break;  // release_virtual_range
+    case AllocationKind::virtual_range:  // release_virtual_range
+    case AllocationKind::resource: break;
   }
 }
 
@@ -441,7 +454,7 @@ void Allocation::destroy() noexcept {
     FreeStream on = choose_free_stream(users, kind, device);
     if (order_after_every_user(users, on, kind, device, res, origin)) {
       if (kind == AllocationKind::virtual_range) release_virtual_range(virtual_range, device);
-      else free_by_kind(kind, pointer, on.handle, device, res);
+      else free_by_kind(*this, on.handle, res);
     }
   } catch (const DriverError& e) {
     park_error({e.code(), origin, e.what()});

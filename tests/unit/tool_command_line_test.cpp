@@ -20,6 +20,9 @@
 
 #include "cli.hpp"
 #include "command.hpp"
+#include "cudakit/device_buffer.hpp"
+#include "cudakit/memory_pool.hpp"
+#include "cudakit/stream.hpp"
 #include "cudakit/version.hpp"
 #include "fake_fixture.hpp"
 
@@ -119,6 +122,31 @@ TEST_F(CommandLineTest, InfoShowsTheTopologyAsTextAndJson) {
   EXPECT_EQ(doc["topology"]["links"][1]["peer_access"], true);
   EXPECT_EQ(doc["devices"][1]["placement"]["pci_bus"], 0x1a);
   EXPECT_TRUE(doc["nccl"].contains("available"));
+}
+
+TEST_F(CommandLineTest, InfoMemoryShowsEachDefaultPoolsBytesAndAllocations) {
+  Stream s(Device::get(0));
+  DeviceBuffer<char> a(s, 3000, uninitialized), b(s, 5000, zeroed);
+  { DeviceBuffer<char> gone(s, 700, uninitialized); }
+  s.synchronize();
+  Ran r = run({"info", "--memory", "--json"});
+  EXPECT_EQ(r.code, exit_ok) << r.err;
+  json doc = parsed(r.out);
+  const json& pool = doc["devices"][0]["memory_pool"];
+  EXPECT_EQ(pool["supported"], true);
+  EXPECT_EQ(pool["used_bytes"], 8000u);
+  EXPECT_EQ(pool["used_high_bytes"], 8700u);
+  EXPECT_EQ(pool["reserved_bytes"], 8700u);
+  EXPECT_EQ(pool["live_allocations"], 2u);
+  EXPECT_EQ(pool["allocations_made"], 3u);
+  EXPECT_EQ(pool["release_threshold_bytes"], keep_all_pool_memory);
+  EXPECT_EQ(doc["devices"][1]["memory_pool"]["live_allocations"], 0u);
+  Ran text = run({"info", "--memory", "--device", "0"});
+  EXPECT_EQ(text.code, exit_ok) << text.err;
+  EXPECT_NE(text.out.find("    memory pool         release threshold keep all\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("reserved 8700 B (peak 8700 B), in use 8000 B (peak 8700 B)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("allocations by cudakit: 2 live, 3 made in this process"), std::string::npos) << text.out;
+  EXPECT_EQ(run({"info"}).out.find("memory pool"), std::string::npos) << "only with --memory";
 }
 
 TEST_F(CommandLineTest, ADeviceThatDoesNotExistExitsThreeNamingTheDevicesThereAre) {

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -35,7 +36,15 @@ enum class AllocationKind : std::uint8_t {
   virtual_range,    // an address reservation and the chunks mapped in it (GrowableBuffer): unmapped,
                     // released and given back after the streams that used it finish
   managed,          // cuMemAllocManaged, freed with cuMemFree (after the streams that used it finish)
+  resource,         // a memory resource's allocate_async, freed with its deallocate_async (memory_resource.hpp)
 };
+
+/// Whether memory of this kind is freed stream-ordered (else after its users finish).
+constexpr bool is_stream_ordered(AllocationKind kind) noexcept {
+  return kind == AllocationKind::pool || kind == AllocationKind::resource;
+}
+
+struct ResourceModel;  // memory_resource.hpp
 
 struct Allocation;
 /// The reservation and physical chunks behind a virtual_range allocation
@@ -56,6 +65,9 @@ struct CUDAKIT_API Allocation {
   int device = -1;
   AllocationKind kind = AllocationKind::pool;
   VirtualRange* virtual_range = nullptr;  // kind virtual_range only
+  /// The resource the memory came from (AllocationKind::resource), kept alive until the
+  /// memory went back to it (DESIGN 4).
+  std::shared_ptr<ResourceModel> resource;
 
   /// Orders a use on `stream` after the uses it conflicts with (DESIGN 5). Call before
   /// submitting the work. The fast path is for the single-stream case. The stream is
