@@ -1,17 +1,21 @@
 # The two commands of the README's quick start, and a few more.
 #   make test     build, then run every test (unit, device tests skip without a GPU),
+#                 then each fuzz target for FUZZ_SECONDS (30; FUZZ=0 skips them),
 #                 then the unit tests again under ASan+UBSan and under TSan
 #                 (make test SANITIZE=0 skips those; CI runs them)
 #   make doctor   build the library and the command only (build-doctor/, kernels for this
 #                 machine's GPUs, or for the newest architecture without one), then run
 #                 `cudakit doctor`: the short path on a fresh machine
 #   make info     the same build, then `cudakit info`
+#   make fuzz     only the fuzz targets (tests/fuzz; clang's libFuzzer)
 # Both install what is missing first (scripts/ensure-deps.sh).
 PRESET ?= default
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 SANITIZE ?= 1
 DOCTOR_DIR := build-doctor
+FUZZ ?= 1
+FUZZ_SECONDS ?= 30
 
 # The sanitizer runtimes cannot map their shadow memory on kernels that randomize mmap
 # with 32 bits (vm.mmap_rnd_bits = 32): TSan then dies with "unexpected memory mapping".
@@ -19,7 +23,7 @@ DOCTOR_DIR := build-doctor
 # machine allows it (a container's seccomp profile may not).
 NO_ASLR := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo setarch $$(uname -m) -R)
 
-.PHONY: all deps configure build test doctor doctor-build info docs sanitize sanitize-run clean
+.PHONY: all deps configure build test doctor doctor-build info docs sanitize sanitize-run fuzz fuzz-run clean
 
 all: build
 
@@ -34,6 +38,9 @@ build: configure
 
 test: build
 	@ctest --preset $(PRESET) -j $(JOBS)
+ifneq ($(FUZZ),0)
+	@$(MAKE) --no-print-directory fuzz-run
+endif
 ifneq ($(SANITIZE),0)
 	@$(MAKE) --no-print-directory sanitize-run
 endif
@@ -67,5 +74,14 @@ sanitize-run:
 	@echo "== unit tests under ThreadSanitizer"
 	@cmake --preset tsan >/dev/null && cmake --build --preset tsan -j $(JOBS) && $(NO_ASLR) ctest --preset tsan -j $(JOBS)
 
+# The libFuzzer targets (tests/fuzz/CMakeLists.txt): every parser of outside bytes, built
+# with clang in build-fuzz, each run for FUZZ_SECONDS from its committed seed corpus; any
+# finding fails the run and leaves its input in build-fuzz/findings/.
+fuzz: deps fuzz-run
+
+fuzz-run:
+	@echo "== fuzz targets, $(FUZZ_SECONDS) s each (clang: libFuzzer + AddressSanitizer + UndefinedBehaviorSanitizer)"
+	@cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCUDAKIT_FUZZ_SECONDS=$(FUZZ_SECONDS) >/dev/null && cmake --build build-fuzz -j $(JOBS) && $(NO_ASLR) ctest --test-dir build-fuzz --output-on-failure -j $(JOBS)
+
 clean:
-	rm -rf build build-debug build-doctor build-asan build-tsan
+	rm -rf build build-debug build-doctor build-asan build-tsan build-fuzz

@@ -1,5 +1,5 @@
 // Internal: the part of NCCL's C interface that cudakit calls, declared here so that
-// building cudakit needs no nccl.h (docs/design.md, decision 8.20). NCCL is opened at run
+// building cudakit needs no nccl.h (docs/design.md, decision 21). NCCL is opened at run
 // time (nccl_api.hpp); these declarations give its types and the signatures of the
 // entries resolved with dlsym, nothing more. The names, values and layouts are nccl.h's:
 // tests/build_checks/nccl_declarations_check.cpp compares each one with the real header
