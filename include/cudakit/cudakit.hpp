@@ -10,6 +10,7 @@
 #include "cudakit/copy.hpp"
 #include "cudakit/device.hpp"
 #include "cudakit/device_buffer.hpp"
+#include "cudakit/device_headers.hpp"
 #include "cudakit/declared_work.hpp"
 #include "cudakit/device_span.hpp"
 #include "cudakit/device_value.hpp"

@@ -305,6 +305,7 @@ void wait_for_stream_work(CUstream to, int, StreamState* from) {
       throw CaptureError("a buffer last used on " + stream_words(from) +
                          ", which is capturing now, is used on another stream outside that capture, and its earlier "
                          "work cannot be waited for from there: use the buffer inside the capture, or before it begins");
+    count_cross_stream_wait();
     checked_call(cu.StreamWaitEvent, Resource::of(ResourceKind::stream, to, from->device), to, fence, 0);
     return;
   }

@@ -569,21 +569,6 @@ TEST_F(TypedGraphTest, KernelNodeCarriesClusterCooperativeAndPriorityAttributes)
   EXPECT_EQ(priority->priority, 0);
 }
 
-TEST_F(TypedGraphTest, KernelNodeRefusesProgrammaticDependentLaunchSayingItIsAnEdge) {
-  DeviceBuffer<float> x(Stream(dev()), 16, zeroed);
-  auto fill = module_.kernel<FillSig>("fill");
-  Graph g(dev());
-  LaunchConfig config{1, 16};
-  config.programmatic_dependent_launch = true;
-  try {
-    g.add_kernel(fill, config, x, 1.0f, 16);
-    FAIL() << "programmatic dependent launch accepted on a node";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("edge"), std::string::npos) << e.what();
-  }
-  EXPECT_EQ(fake::node_count(g.handle()), 0u);
-}
-
 TEST_F(TypedGraphTest, KernelNodeChecksItsConfigurationLikeALaunchBeforeAddingTheNode) {
   DeviceBuffer<float> x(Stream(dev()), 16, zeroed);
   auto fill = module_.kernel<FillSig>("fill");

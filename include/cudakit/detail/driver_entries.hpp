@@ -153,4 +153,7 @@
   X(GraphAddNode, 12020, 12020)                                    \
   X(GraphConditionalHandleCreate, 12030, 12030)                    \
   X(GraphDestroyNode, 10000, 10000)                                \
-  X(GraphKernelNodeSetAttribute, 11000, 11000)
+  X(GraphKernelNodeSetAttribute, 11000, 11000)                     \
+  /* programmatic edges between kernel nodes (CUDA 12.3+) */       \
+  X(GraphAddDependencies, 12030, 12030)                            \
+  X(GraphGetEdges, 12030, 12030)

@@ -310,8 +310,10 @@ CUcontext current_context();
 /// For entries that submit work to `s`: when `s` is capturing, records `replay` (which
 /// issues the same operation on the stream it is given) as a node of the capture's graph,
 /// sets *result and returns true; the entry then returns *result without running the work.
+/// A `programmatic` kernel launch (programmatic stream serialization) gets programmatic
+/// edges from the kernel nodes it depends on, as the driver captures them (CUDA 12.3+).
 bool capture_operation(CUstream s, CUgraphNodeType type, const char* what, std::function<CUresult(CUstream)> replay,
-                       CUresult* result);
+                       CUresult* result, bool programmatic = false);
 /// For the driver's "potentially unsafe" calls (cuMemAlloc, cuMemFree, ...): when this
 /// thread may not make one now (capture modes, as the real driver rules), invalidates the
 /// offending captures and returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; else CUDA_SUCCESS.
@@ -346,6 +348,8 @@ CUfunction make_kernel(std::vector<std::size_t> parameter_sizes, std::function<v
 void kernel_access(std::uintptr_t begin, std::size_t bytes, bool write, const char* what);
 /// A kernel node's attribute as set with cuGraphKernelNodeSetAttribute (none if unset).
 std::optional<CUlaunchAttributeValue> kernel_node_attribute(CUgraphNode node, CUlaunchAttributeID id);
+/// The edge from `from` to `to` (its type and ports), none when `to` does not depend on `from`.
+std::optional<CUgraphEdgeData> edge_between(CUgraphNode from, CUgraphNode to);
 /// The nodes of a graph, as the fake holds them.
 std::size_t node_count(CUgraph graph);
 /// From a fake kernel's body: what cudaGraphSetConditional does on the device.
