@@ -50,7 +50,7 @@ fi
 
 if want tests; then
   start=$(date +%s)
-  "$bundle/cudakit_device_tests" --gtest_output=json:"$logs/device_tests.json" >"$logs/device_tests.log" 2>&1
+  timeout 420 "$bundle/cudakit_device_tests" --gtest_output=json:"$logs/device_tests.json" >"$logs/device_tests.log" 2>&1
   rc=$?
   [ $rc -ne 0 ] && status=1
   passed=$(grep -c '^\[       OK \]' "$logs/device_tests.log")
