@@ -3,7 +3,6 @@
 // hands them to the test as text through `nvtx_recorder_lines`.
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtCuda.h>
-#include <nvtx3/nvtxDetail/nvtxTypes.h>
 
 #include <cstdint>
 #include <map>
