@@ -392,9 +392,9 @@ bool order_after_every_user(const Users& users, const FreeStream& on, Allocation
 }
 
 // The release itself, as the memory was obtained. A pool free is stream-ordered on
-// `stream`, null only on a dead context (no service stream could be made): the memory
-// goes with the context, and no call is made on stream handle 0 (DESIGN 1), which the
-// driver would refuse with the sticky error all the same; that error is what is reported.
+// `stream`, null only on a dead context (no service stream could be made): then it is
+// released with cuMemFree, which needs no stream (never stream handle 0: DESIGN 1); the
+// driver refuses it with the sticky error, and that error is what is reported.
 // A resource's memory goes back to the resource, stream-ordered likewise.
 void free_by_kind(const Allocation& a, CUstream stream, const Resource& res) {
   const AllocationKind kind = a.kind;
@@ -407,8 +407,7 @@ void free_by_kind(const Allocation& a, CUstream stream, const Resource& res) {
   if (kind == AllocationKind::pool) {
     if (PoolCounters* c = default_pool_counters(device)) c->freed();  // gone from the books, freed or not
     if (stream == nullptr) {
-      std::shared_ptr<const DriverError> poison = poison_of(device);
-      check(poison != nullptr ? poison->code() : CUDA_ERROR_INVALID_CONTEXT, cu.MemFreeAsync.name(), res);
+      check(cu.MemFree(pointer), cu.MemFree.name(), res);
       return;
     }
     check(cu.MemFreeAsync(pointer, stream), cu.MemFreeAsync.name(), res);

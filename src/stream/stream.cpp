@@ -243,13 +243,16 @@ void Stream::reset() noexcept {
       // stream's work so that "dead" means "done" for that buffer (detail/stream_state.hpp).
       // A capturing stream's live work is what came before its capture, its capture fence
       // (synchronizing the stream itself would be refused and invalidate the capture).
+      // The fence wait is a call the driver refuses on a thread that is capturing (it
+      // would invalidate this thread's capture), so it runs under a tolerant scope.
       CUevent fence = capturing ? state->capture_fence.load(std::memory_order_acquire) : nullptr;
+      detail::CaptureTolerantScope tolerant_wait;
       CUresult r = capturing ? (fence != nullptr ? cu.EventSynchronize(fence) : CUDA_SUCCESS)
                              : cu.StreamSynchronize(ref.handle());
       if (r != CUDA_SUCCESS) {
         Resource res = stream_resource(ref.handle(), ref.device_ordinal());
         res.last_launch = detail::last_launch_of(state);
-        park_driver_error(r, cu.StreamSynchronize.name(), res, "~Stream");
+        park_driver_error(r, capturing ? cu.EventSynchronize.name() : cu.StreamSynchronize.name(), res, "~Stream");
       }
     }
     if (capturing)

@@ -16,14 +16,20 @@
 namespace cudakit {
 namespace {
 
-// Everything the recorder saw so far.
+// Everything the recorder saw so far: nothing while NVTX has not loaded it (NVTX loads
+// its tool at the first NVTX call of the process, and with CUDAKIT_NVTX=0 cudakit makes
+// none).
 std::string recorded() {
   const char* path = std::getenv("NVTX_INJECTION64_PATH");
-  if (path == nullptr) return "(no NVTX tool: NVTX_INJECTION64_PATH is not set)";
+  if (path == nullptr) {
+    ADD_FAILURE() << "NVTX_INJECTION64_PATH is not set: run this program as ctest does";
+    return "";
+  }
   void* tool = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-  if (tool == nullptr) return "(the NVTX tool was never loaded)";
+  if (tool == nullptr) return "";
   auto lines = reinterpret_cast<const char* (*)()>(dlsym(tool, "nvtx_recorder_lines"));
-  std::string text = lines ? lines() : "(the tool has no nvtx_recorder_lines)";
+  EXPECT_NE(lines, nullptr) << "the tool has no nvtx_recorder_lines";
+  std::string text = lines ? lines() : "";
   dlclose(tool);
   return text;
 }

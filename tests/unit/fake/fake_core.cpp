@@ -387,6 +387,9 @@ CUresult EventQuery(CUevent e) {
 }
 
 CUresult EventSynchronize(CUevent e) {
+  // The driver refuses it on a thread whose own capture is not relaxed, and invalidates
+  // that capture (seen on an H200: CaptureLifetimeGpuTest).
+  if (CUresult r = unsafe_call("cuEventSynchronize")) return r;
   std::lock_guard l(D().mutex);
   FakeEvent* ev = D().event(e);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
