@@ -194,8 +194,11 @@ int run_info(const InfoOptions& o) {
 CommandRun setup_info(CLI::App& app, Invocation& invocation) {
   auto o = std::make_shared<InfoOptions>();
   app.add_flag("--json", o->json, "print one JSON document instead of text");
-  app.add_option("--device", o->device, "describe only device N")->check(CLI::Range(0, std::numeric_limits<int>::max()));
+  app.add_option("--device", o->device, "describe only device N")->check(integer_at_least(0));
   app.add_flag("--memory", o->memory, "add each device's default memory pool: threshold, bytes, allocations");
+  app.footer(help_footer("Describes the driver, every GPU (or device N), how they connect, and whether NCCL can be opened.",
+                         {{exit_ok, ""}, {exit_no_gpu, ""}, {exit_usage, ""}, {exit_internal, ""}},
+                         {Environment::libcuda, Environment::libnccl}));
   app.parse_complete_callback([o, &invocation] { invocation.json = o->json; });
   return [o] { return run_info(*o); };
 }

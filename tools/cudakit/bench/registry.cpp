@@ -59,13 +59,22 @@ bool contains_ignoring_case(std::string_view text, std::string_view part) {
   return hit != text.end() || part.empty();
 }
 
+namespace {
+// Group names have no spaces ("idiom-phases"); "idiom phases" names the group too.
+std::string spaces_as_dashes(std::string text) {
+  std::replace(text.begin(), text.end(), ' ', '-');
+  return text;
+}
+}  // namespace
+
 std::vector<Benchmark> select(const std::vector<Benchmark>& all, const std::vector<std::string>& filters,
                               bool quick_only) {
   std::vector<Benchmark> chosen;
   for (const Benchmark& b : all) {
     if (quick_only && b.quick_run != QuickRun::include) continue;
     bool wanted = filters.empty() || std::any_of(filters.begin(), filters.end(), [&](const std::string& f) {
-                    return contains_ignoring_case(b.name, f) || contains_ignoring_case(b.group, f);
+                    return contains_ignoring_case(b.name, f) || contains_ignoring_case(b.group, f) ||
+                           contains_ignoring_case(b.group, spaces_as_dashes(f));
                   });
     if (wanted) chosen.push_back(b);
   }
