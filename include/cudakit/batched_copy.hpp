@@ -18,6 +18,11 @@
 //     the whole batch, ordered on the stream like any copy;
 //   - otherwise, and inside a capture, one cuMemcpyAsync per copy (the same copies; the
 //     driver makes each a graph node when captured).
+//   - with BatchPath::copy_kernel, one launch of cudakit's copy kernel (compiled with NVRTC
+//     on first use) whose parameters carry the table of regions: every side must be memory
+//     the device addresses (device, managed, or PinnedBuffer memory; not a
+//     HostRegistration, InvalidArgument). Where the kernel is unavailable (no NVRTC), the
+//     automatic path runs instead.
 // Use a batch for many copies of a few KiB each (gathering a step's small tensors, paged
 // KV-cache blocks): submission costs one call instead of one per copy. Large copies gain
 // nothing from it; copy() them.
@@ -47,6 +52,7 @@ namespace cudakit {
 enum class BatchPath {
   automatic,      ///< cuMemcpyBatchAsync where available and not capturing, else one call per copy
   one_per_copy,   ///< one cuMemcpyAsync per copy (for comparisons)
+  copy_kernel,    ///< one kernel launch copies every region (see above); automatic where unavailable
 };
 
 /// A list of copies submitted together (see above). Move-only like a container of them.
@@ -119,6 +125,7 @@ class CUDAKIT_API CopyBatch {
   std::vector<std::size_t> sizes_;
   std::vector<Use> uses_;  // per copy, a use repeated back to back recorded once
   int device_ = -1;        // the device of the device buffers, -1 while none
+  bool registered_host_ = false;  // a side is a HostRegistration: the copy kernel cannot address it
 };
 
 }  // namespace cudakit

@@ -9,6 +9,7 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "device/device_state.hpp"
+#include "memory/copy_kernel.hpp"
 #include "memory/host_ranges.hpp"
 #include "memory/stream_fault.hpp"
 
@@ -46,6 +47,7 @@ void CopyBatch::clear() noexcept {
   sizes_.clear();
   uses_.clear();
   device_ = -1;
+  registered_host_ = false;
 }
 
 namespace {
@@ -72,6 +74,7 @@ void CopyBatch::join_devices(const detail::Allocation* source, const detail::All
 void CopyBatch::add_use(detail::Allocation* allocation, Access access) {
   if (allocation == nullptr) return;
   if (!uses_.empty() && uses_.back().allocation == allocation && uses_.back().access == access) return;
+  registered_host_ = registered_host_ || allocation->kind == detail::AllocationKind::registered_host;
   uses_.push_back({allocation, access});
 }
 
@@ -133,8 +136,15 @@ void CopyBatch::submit(StreamRef stream, BatchPath path) {
     throw InvalidArgument("CopyBatch::submit: the batch's buffers are on device " + std::to_string(device_) +
                           ", the stream on device " + std::to_string(device));
   check_not_poisoned(call, Resource::of(ResourceKind::stream, stream.handle(), device));
+  if (path == BatchPath::copy_kernel && registered_host_)
+    throw InvalidArgument("CopyBatch::submit with BatchPath::copy_kernel: a copy reads or writes a HostRegistration, "
+                          "which the copy kernel cannot address; use BatchPath::automatic");
   for (const Use& u : uses_) u.allocation->use(stream, u.access);
   ContextRef(detail::library_context(device), device).make_current();
+  if (path == BatchPath::copy_kernel && detail::copy_kernel_available(device)) {
+    detail::launch_copy_kernel(stream, destinations_.data(), sources_.data(), sizes_.data(), sizes_.size());
+    return;
+  }
   // A capture gets one node per copy: cudakit does not rely on the driver capturing a batch.
   if (path == BatchPath::one_per_copy || sizes_.size() == 1 || capturing(stream) || !driver_batches()) {
     submit_one_per_copy(stream);

@@ -6,6 +6,7 @@
 // never oversubscribe the GPU that the test shares.
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cudakit/batched_copy.hpp"
@@ -155,7 +156,7 @@ TEST_F(VirtualMemoryDeviceTest, BatchesInEveryDirectionMoveWhatTheSingleCopiesWo
   std::fill(out.data(), out.data() + out.size(), -1.0f);
   DeviceBuffer<float> a(stream(), pieces * piece, zeroed), b(stream(), pieces * piece, zeroed);
   auto slot = [&](std::size_t i) { return (i * 613) % pieces; };  // a permutation: 613 is prime to 1000
-  for (BatchPath path : {BatchPath::automatic, BatchPath::one_per_copy}) {
+  for (BatchPath path : {BatchPath::automatic, BatchPath::one_per_copy, BatchPath::copy_kernel}) {
     CopyBatch up, across, down;
     for (std::size_t i = 0; i < pieces; ++i) {
       up.add(in.span().subspan(i * piece, piece), a.subspan(slot(i) * piece, piece));
@@ -169,6 +170,33 @@ TEST_F(VirtualMemoryDeviceTest, BatchesInEveryDirectionMoveWhatTheSingleCopiesWo
     ASSERT_EQ(std::memcmp(out.data(), values.data(), values.size() * sizeof(float)), 0);
     std::fill(out.data(), out.data() + out.size(), -1.0f);
   }
+}
+
+TEST_F(VirtualMemoryDeviceTest, TheCopyKernelCopiesMoreRegionsThanOneLaunchCarriesOfOddSizesAndAddresses) {
+  // 3,000 regions (three launches), each of 1 to 4,099 bytes at an odd offset: the byte
+  // path as well as the 16-byte one.
+  const std::size_t regions = 3000, stride = 4160;
+  std::mt19937 gen(seeds());
+  std::vector<unsigned char> values(regions * stride);
+  for (auto& v : values) v = static_cast<unsigned char>(gen() % 255 + 1);
+  PinnedBuffer<unsigned char> in(values.size(), uninitialized), out(values.size(), uninitialized);
+  std::memcpy(in.data(), values.data(), values.size());
+  std::memset(out.data(), 0, out.size());
+  DeviceBuffer<unsigned char> a(stream(), values.size(), zeroed);
+  CopyBatch up, down;
+  std::vector<std::pair<std::size_t, std::size_t>> placed;  // offset, bytes
+  for (std::size_t i = 0; i < regions; ++i) {
+    std::size_t bytes = i % 7 == 0 ? 4096 : gen() % 4099 + 1;
+    std::size_t offset = i * stride + (i % 7 == 0 ? 0 : gen() % 61);
+    placed.emplace_back(offset, bytes);
+    up.add(in.span().subspan(offset, bytes), a.subspan(offset, bytes));
+    down.add(std::as_const(a).subspan(offset, bytes), out.span().subspan(offset, bytes));
+  }
+  up.submit(stream(), BatchPath::copy_kernel);
+  down.submit(stream(), BatchPath::copy_kernel);
+  stream().synchronize();
+  for (auto [offset, bytes] : placed)
+    ASSERT_EQ(std::memcmp(out.data() + offset, values.data() + offset, bytes), 0) << "region at " << offset;
 }
 
 }  // namespace

@@ -129,6 +129,20 @@ TEST_F(CopyBatchTest, PageableMemoryOverlapsAndMixedDevicesAreRefusedWhenAdded) 
   EXPECT_TRUE(batch.empty());
 }
 
+TEST_F(CopyBatchTest, TheCopyKernelRefusesRegisteredHostMemoryBeforeAnythingIsSubmitted) {
+  Stream s(dev());
+  std::vector<float> host(64, 2.0f);
+  HostRegistration registration(host);
+  DeviceBuffer<float> d(s, 64, zeroed);
+  CopyBatch batch;
+  batch.add(host, d);  // registered: page-locked, so the driver's paths take it
+  auto e = message_of<InvalidArgument>([&] { batch.submit(s, BatchPath::copy_kernel); });
+  EXPECT_NE(e.find("HostRegistration"), std::string::npos) << e;
+  EXPECT_EQ(fake().calls(EntryId::LaunchKernel), 0);
+  batch.submit(s);
+  EXPECT_EQ(download(s, d), host);
+}
+
 class CopyBatchTwoDevicesTest : public testing::MemoryTest {
  protected:
   void configure(fake::Driver& d) override { d.devices.resize(2); }

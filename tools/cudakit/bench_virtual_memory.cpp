@@ -15,7 +15,8 @@
 // memory), GPU time from the first submission to the last copy's end: a CopyBatch
 // (filled and submitted each time) against a loop of single cudakit copies (target: at
 // least 3x faster, ratio at most 0.333) and against a loop of raw cuMemcpy*Async calls
-// (target: no slower, ratio at most 1.0).
+// (target: no slower, ratio at most 1.0); the same with the copy kernel
+// (BatchPath::copy_kernel), reported, to set the automatic path's threshold from.
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -236,15 +237,32 @@ std::vector<Result> batched_copies(const Context& c, Direction direction) {
         else check_raw(d2d(pb + i * piece, pa + i * piece, piece, raw_stream), "cuMemcpyDtoDAsync");
       }
   };
+  auto kernel = [&](int ops) {
+    for (int op = 0; op < ops; ++op) {
+      batch.clear();
+      for (std::size_t i = 0; i < pieces; ++i) {
+        if (direction == Direction::h2d) batch.add(host_span.subspan(i * piece, piece), a.subspan(i * piece, piece));
+        else if (direction == Direction::d2h) batch.add(std::as_const(a).subspan(i * piece, piece), host_span.subspan(i * piece, piece));
+        else batch.add(std::as_const(a).subspan(i * piece, piece), b.subspan(i * piece, piece));
+      }
+      batch.submit(s, BatchPath::copy_kernel);
+    }
+  };
   Interleave plan = c.interleave(4);
   auto vs_cudakit = time_device(plan, s, batched, cudakit_loop);
   auto vs_raw = time_device(plan, s, batched, raw_loop);
+  auto kernel_vs_raw = time_device(plan, s, kernel, raw_loop);
+  auto kernel_vs_cudakit = time_device(plan, s, kernel, cudakit_loop);
   stream.synchronize();
   const std::string what = direction == Direction::h2d ? "H2D" : direction == Direction::d2h ? "D2H" : "D2D";
   const std::string path = CopyBatch::driver_batches() ? "cuMemcpyBatchAsync" : "one cuMemcpyAsync per copy";
   return {cost_result("1000 copies of 4 KiB " + what + ": CopyBatch (" + path + ") vs a loop of cudakit copies",
                       "batched copies", vs_cudakit, 1.0 / 3.0),
-          cost_result("1000 copies of 4 KiB " + what + ": CopyBatch vs a raw loop", "batched copies", vs_raw, 1.0)};
+          cost_result("1000 copies of 4 KiB " + what + ": CopyBatch vs a raw loop", "batched copies", vs_raw, 1.0),
+          cost_result("1000 copies of 4 KiB " + what + ": CopyBatch (copy kernel) vs a raw loop", "batched copies",
+                      kernel_vs_raw, 0.0),
+          cost_result("1000 copies of 4 KiB " + what + ": CopyBatch (copy kernel) vs a loop of cudakit copies",
+                      "batched copies", kernel_vs_cudakit, 0.0)};
 }
 
 std::vector<Result> batched_h2d(const Context& c) { return batched_copies(c, Direction::h2d); }
