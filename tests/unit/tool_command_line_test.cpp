@@ -508,7 +508,8 @@ TEST_F(CommandLineTest, EveryCommandsHelpListsItsExitCodesAndEnvironment) {
                            "  3  bad command line", "  4  unexpected internal error"})
     EXPECT_NE(codes.find(line), std::string::npos) << line << " in:\n" << bench.out;
   std::string environment = after(bench.out, "environment:");
-  for (const char* variable : {"CUDAKIT_LIBCUDA", "CUDAKIT_LIBCUBLAS", "CUDAKIT_LIBNCCL", "CUDA_FORCE_PTX_JIT", "NO_COLOR"})
+  for (const char* variable :
+       {"CUDAKIT_LIBCUDA", "CUDAKIT_LIBCUBLAS", "CUDAKIT_LIBNCCL", "CUDA_FORCE_PTX_JIT", "NO_COLOR", "CUDAKIT_NVTX"})
     EXPECT_NE(environment.find(variable), std::string::npos) << variable << " in:\n" << bench.out;
 
   Ran info = run({"info", "--help"});

@@ -34,6 +34,7 @@ constexpr const char* footer =
     "                      load cuBLAS and cuBLASLt from these files instead of searching\n"
     "  CUDAKIT_LIBNCCL     load NCCL from this file\n"
     "  CUDA_FORCE_PTX_JIT  1: the driver JIT-compiles PTX even where machine code exists\n"
+    "  CUDAKIT_NVTX        0: no NVTX names or ranges, even with a profiler attached\n"
     "  NO_COLOR            set and not empty: no colour in the output\n"
     "\n"
     "`cudakit help COMMAND` (or `cudakit COMMAND --help`) describes each command's options, and its exit codes\n"

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -82,6 +83,9 @@ std::string help_footer(const std::string& about, const std::vector<ExitMeaning>
   if (!environment.empty()) {
     text += "\nenvironment:\n";
     for (Environment variable : environment) text += environment_line(variable);
+    // A command that loads the driver runs the library, which reads this one as well.
+    if (std::find(environment.begin(), environment.end(), Environment::libcuda) != environment.end())
+      text += "  CUDAKIT_NVTX        0: no NVTX names or ranges, even with a profiler attached\n";
   }
   if (!text.empty() && text.back() == '\n') text.pop_back();
   return text;
