@@ -3,13 +3,17 @@
 #                 then each fuzz target for FUZZ_SECONDS (30; FUZZ=0 skips them),
 #                 then the unit tests again under ASan+UBSan and under TSan
 #                 (make test SANITIZE=0 skips those; CI runs them)
+#   make doctor   build the library and the command only (build-doctor/, kernels for this
+#                 machine's GPUs, or for the newest architecture without one), then run
+#                 `cudakit doctor`: the short path on a fresh machine
+#   make info     the same build, then `cudakit info`
 #   make fuzz     only the fuzz targets (tests/fuzz; clang's libFuzzer)
-#   make doctor   build, then run `cudakit doctor`
 # Both install what is missing first (scripts/ensure-deps.sh).
 PRESET ?= default
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 SANITIZE ?= 1
+DOCTOR_DIR := build-doctor
 FUZZ ?= 1
 FUZZ_SECONDS ?= 30
 
@@ -19,7 +23,7 @@ FUZZ_SECONDS ?= 30
 # machine allows it (a container's seccomp profile may not).
 NO_ASLR := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo setarch $$(uname -m) -R)
 
-.PHONY: all deps configure build test doctor info sanitize sanitize-run fuzz fuzz-run clean
+.PHONY: all deps configure build test doctor doctor-build info docs sanitize sanitize-run fuzz fuzz-run clean
 
 all: build
 
@@ -41,11 +45,23 @@ ifneq ($(SANITIZE),0)
 	@$(MAKE) --no-print-directory sanitize-run
 endif
 
-doctor: build
-	@$(BUILD_DIR)/tools/cudakit doctor
+doctor: doctor-build
+	@$(DOCTOR_DIR)/tools/cudakit doctor
 
-info: build
-	@$(BUILD_DIR)/tools/cudakit info
+info: doctor-build
+	@$(DOCTOR_DIR)/tools/cudakit info
+
+doctor-build: deps
+	@cmake --preset doctor >/dev/null
+	@cmake --build --preset doctor -j $(JOBS)
+
+# The API reference: HTML from the public headers into $(BUILD_DIR)/docs/html (Doxygen,
+# installed from the distribution when missing).
+docs:
+	@command -v doxygen >/dev/null || scripts/ensure-deps.sh --docs
+	@mkdir -p $(BUILD_DIR)/docs
+	@CUDAKIT_DOCS_OUT=$(BUILD_DIR)/docs CUDAKIT_SOURCE_DIR=$(CURDIR) doxygen docs/Doxyfile
+	@echo "API reference: $(BUILD_DIR)/docs/html/index.html ($$(grep -c warning $(BUILD_DIR)/docs/warnings.txt) Doxygen warnings in $(BUILD_DIR)/docs/warnings.txt)"
 
 # The sanitizer builds of the unit tests (CI runs these through `make test`): g++'s
 # AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included), then its
@@ -68,4 +84,4 @@ fuzz-run:
 	@cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCUDAKIT_FUZZ_SECONDS=$(FUZZ_SECONDS) >/dev/null && cmake --build build-fuzz -j $(JOBS) && $(NO_ASLR) ctest --test-dir build-fuzz --output-on-failure -j $(JOBS)
 
 clean:
-	rm -rf build build-debug build-asan build-tsan build-fuzz
+	rm -rf build build-debug build-doctor build-asan build-tsan build-fuzz

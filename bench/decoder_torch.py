@@ -22,6 +22,18 @@ Arms, each PyTorch's standard pattern at its best:
               captured after one warm-up step on a side stream; the step attends over the
               whole static cache with a mask from the position tensor, and writes its next
               tokens and position into the static inputs, so a step is a replay.
+  compiled_graph
+              the cuda_graph arm with its step compiled by torch.compile (Inductor, mode
+              "default": fused elementwise and reduction kernels, cuBLAS GEMMs), the
+              compiled step captured in the same static CUDA graph. Compiled on the first
+              step (warm-up calls that restore the static inputs they advance), so the
+              compile time is in that arm's time to the first step only.
+  compiled_graph_max_autotune
+              the same with mode "max-autotune-no-cudagraphs" (Triton GEMM templates
+              tuned per shape), at the batch sizes of --autotune-batches (its tuning takes
+              minutes per shape).
+              An arm that fails to compile (no Triton, an Inductor error) is reported with
+              its error and left out of the comparison.
   streams     --streams sessions, each with its own CUDA stream, static inputs and graph,
               on as many threads. Their graphs are captured one after another before the
               timed rounds (concurrent captures from several threads are not a pattern
@@ -35,10 +47,18 @@ session's end).
 
 Check: the prompts of every sequence of the inputs at once, then the teacher-forced steps
 (token forced[:, s] at step s); at each point the final layer norm's output (the LM head's
-input) and the greedy token, compared with cudakit's (--check): relative L2 error of the
-hidden states, and the fraction of positions whose greedy tokens agree. Reported beside
-(run_check): the same against PyTorch with cudakit's rounding points (SameRounding), each
-side against the function in fp32, and two PyTorch computations against each other.
+input) and the greedy token. The criterion (both must hold):
+  - cudakit's hidden states within 1e-2 relative L2 of PyTorch's, at every point;
+  - cudakit's greedy tokens agree with the same function computed in fp32 at least as often
+    as PyTorch's do, counted over the positions the fp32 reference decides: a position
+    whose two largest fp32 logits lie within one bf16 step of each other is a tie that
+    either bf16 computation may break either way, and is set aside.
+Two bf16 computations of this random-weight model differ in a percent or so of greedy
+tokens (PyTorch against itself with reordered sums agrees at about 99.6%), so a fixed
+agreement bound between the two sides judges noise; the fp32 reference says which side is
+closer to the function. Reported beside (run_check): the plain agreement between the
+sides, the same against PyTorch with cudakit's rounding points (SameRounding), and two
+PyTorch computations against each other.
 
 Exit codes: 0 done (the check's verdict is in the JSON), 1 an error, 2 no CUDA device.
 """
@@ -53,7 +73,6 @@ import time
 import traceback
 
 HIDDEN_REL_L2_BOUND = 1e-2
-TOKEN_AGREEMENT_BOUND = 0.99
 
 
 def log(*parts):
@@ -174,9 +193,11 @@ class Model:
 class StaticSession:
     """Static inputs of one batch size for a CUDA graph: tokens, position, a KV cache."""
 
-    def __init__(self, model, batch, positions, stream):
+    def __init__(self, model, batch, positions, stream, compile_mode=None):
         torch = model.torch
         self.model, self.batch, self.positions, self.stream = model, batch, positions, stream
+        self.compile_mode = compile_mode
+        self.body = self.run if compile_mode is None else torch.compile(self.run, mode=compile_mode, dynamic=False)
         self.cache = model.new_cache(batch, positions)
         self.tokens = torch.zeros(batch, dtype=torch.int64, device="cuda:0")
         self.position = torch.zeros(1, dtype=torch.int64, device="cuda:0")
@@ -216,15 +237,28 @@ class StaticSession:
         torch = self.model.torch
         if self.graph is None:
             with torch.cuda.stream(self.stream):
-                self.run()
+                if self.compile_mode is not None:
+                    self._compile()
+                self.body()
             graph = torch.cuda.CUDAGraph()
             self.stream.synchronize()
             with torch.cuda.graph(graph, stream=self.stream):
-                self.run()
+                self.body()
             self.graph = graph
         else:
             with torch.cuda.stream(self.stream):
                 self.graph.replay()
+
+    def _compile(self, calls=3):
+        """torch.compile traces, compiles (and for max-autotune tunes) on the first calls. Each
+        warm-up call advances the tokens and the position, which are restored after it; the
+        cache entries it writes at the current position are written again, with the same
+        values, by the real step that follows."""
+        tokens, position = self.tokens.clone(), self.position.clone()
+        for _ in range(calls):
+            self.body()
+            self.tokens.copy_(tokens)
+            self.position.copy_(position)
 
     def read_tokens(self):
         torch = self.model.torch
@@ -425,21 +459,48 @@ def teacher_forced_points(model, prompts, forced):
     return points
 
 
-def agreement_with_reference(ref_points, argmaxes):
+def bf16_step(value):
+    """One step of bf16 (8 significant bits) at `value`: the logits' resolution there."""
+    return 2.0 ** (math.floor(math.log2(abs(value))) - 7) if value != 0 else 0.0
+
+
+def decided_positions(ref_points):
+    """Per point, which sequences the fp32 reference decides: its two largest logits lie more
+    than one bf16 step apart. A closer pair is a tie at bf16 resolution."""
+    decided = []
+    for lg, _ in ref_points:
+        top = lg.float().topk(2, dim=-1).values
+        decided.append([float(top[b, 0] - top[b, 1]) > bf16_step(float(top[b, 0])) for b in range(top.shape[0])])
+    return decided
+
+
+def agreement_with_reference(ref_points, argmaxes, decided=None):
+    """The fraction of positions whose greedy token equals the fp32 reference's; with
+    `decided`, over the positions it marks only."""
     same = total = 0
-    for (lg, _), mine in zip(ref_points, argmaxes):
-        eq = lg.argmax(-1) == mine
-        same += int(eq.sum())
-        total += eq.numel()
-    return same / total
+    for i, ((lg, _), mine) in enumerate(zip(ref_points, argmaxes)):
+        eq = (lg.argmax(-1) == mine).tolist()
+        for b, e in enumerate(eq):
+            if decided is not None and not decided[i][b]:
+                continue
+            same += int(e)
+            total += 1
+    return same / total if total else 0.0
 
 
 def compare_with_fp32(model, prompts, forced, points, their_hidden, their_argmax):
     """Token agreement and hidden-state error of each side against the fp32 computation."""
     ref_points = teacher_forced_points(fp32_reference(model), prompts, forced)
+    decided = decided_positions(ref_points)
+    theirs = [their_argmax[i] for i in range(len(points))]
+    ours = [lg.argmax(-1) for lg, _ in points]
     return {
-        "cudakit_token_agreement": agreement_with_reference(ref_points, [their_argmax[i] for i in range(len(points))]),
-        "pytorch_token_agreement": agreement_with_reference(ref_points, [lg.argmax(-1) for lg, _ in points]),
+        "cudakit_token_agreement": agreement_with_reference(ref_points, theirs),
+        "pytorch_token_agreement": agreement_with_reference(ref_points, ours),
+        "positions": sum(len(d) for d in decided),
+        "ties_set_aside": sum(1 for d in decided for x in d if not x),
+        "cudakit_token_agreement_decided": agreement_with_reference(ref_points, theirs, decided),
+        "pytorch_token_agreement_decided": agreement_with_reference(ref_points, ours, decided),
         "cudakit_hidden_rel_l2_max": max(float((their_hidden[i] - h.float()).norm() / h.float().norm())
                                          for i, (_, h) in enumerate(ref_points)),
         "pytorch_hidden_rel_l2_max": max(float((p[1].float() - h.float()).norm() / h.float().norm())
@@ -511,16 +572,24 @@ def run_check(model, inputs, check_path):
         same = between_pytorch = {"error": f"{type(e).__name__}: {e}"}
     try:
         reference = compare_with_fp32(model, prompts, forced, points, their_hidden, their_argmax)
-    except Exception as e:
+    except Exception as e:  # the criterion needs it: the check fails, saying why
         reference = {"error": f"{type(e).__name__}: {e}"}
+    hidden_ok = ops["hidden_rel_l2_max"] <= HIDDEN_REL_L2_BOUND
+    tokens_ok = "error" not in reference and \
+        reference["cudakit_token_agreement_decided"] >= reference["pytorch_token_agreement_decided"]
     result = dict(ops)
     result.update({
         "batch": B, "points": len(points),
-        "hidden_rel_l2_bound": HIDDEN_REL_L2_BOUND, "token_agreement_bound": TOKEN_AGREEMENT_BOUND,
+        "hidden_rel_l2_bound": HIDDEN_REL_L2_BOUND,
+        "criterion": ("hidden states within 1e-2 relative L2 of PyTorch's at every point, and cudakit's greedy "
+                      "tokens agree with the fp32 reference at least as often as PyTorch's, over the positions "
+                      "the reference decides (ties within one bf16 step set aside)"),
+        "hidden_states_passed": hidden_ok,
+        "tokens_passed": tokens_ok,
         "same_rounding": same,
         "between_pytorch_computations": between_pytorch,
         "fp32_reference": reference,
-        "passed": ops["hidden_rel_l2_max"] <= HIDDEN_REL_L2_BOUND and ops["token_agreement"] >= TOKEN_AGREEMENT_BOUND,
+        "passed": hidden_ok and tokens_ok,
         "bound_reason": ("bf16 keeps 8 significant bits (unit roundoff 2^-9 = 0.002): the two sides round "
                          "activations at different places (cuBLASLt epilogues that fuse bias, GELU and the "
                          "residual add, against separate ops; fp32 attention probabilities against "
@@ -534,6 +603,23 @@ def run_check(model, inputs, check_path):
         if key.startswith("generated.b"):
             greedy[key[len("generated.b"):]] = theirs[key].tolist()
     return result, greedy
+
+
+def compiled_arm(model, name, mode, batch, prompts, positions, args):
+    """The CUDA graph arm with its step compiled by torch.compile in `mode` (see the docstring)."""
+    torch = model.torch
+    torch._dynamo.reset()  # every arm compiles its own step: no graph of an earlier arm is reused
+    session = StaticSession(model, batch, positions, torch.cuda.Stream(), compile_mode=mode)
+    rounds = []
+    first_tokens = None
+    for _ in range(args.rounds):
+        tokens, first_ms, step_s, _, _ = static_generation(session, prompts, args.steps)
+        rounds.append(generation_figures(batch, first_ms, step_s))
+        first_tokens = first_tokens or tokens
+    entry = arm_entry(name, batch, rounds)
+    entry["compile_mode"] = mode
+    entry["tokens"] = first_tokens
+    return entry
 
 
 def common_prefix(a, b):
@@ -555,8 +641,12 @@ def main():
     p.add_argument("--steps", type=int, default=255)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--streams", type=int, default=4)
+    p.add_argument("--compile", default="on", choices=["on", "off"], help="the torch.compile arms")
+    p.add_argument("--autotune-batches", default="1",
+                   help="batch sizes of the max-autotune-no-cudagraphs arm (its tuning takes minutes per shape)")
     args = p.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
+    autotune_batches = {int(b) for b in args.autotune_batches.split(",") if b}
 
     import torch
     if not torch.cuda.is_available():
@@ -583,9 +673,12 @@ def main():
             log("correctness check against", args.check)
             result["check"], cudakit_greedy = run_check(model, inputs, args.check)
             c = result["check"]
-            log(f"check: hidden relative L2 max {c['hidden_rel_l2_max']:.2e} (bound {HIDDEN_REL_L2_BOUND}), "
-                f"greedy tokens agree at {c['token_agreement'] * 100:.2f}% of {c['token_positions']} positions "
-                f"({'passed' if c['passed'] else 'FAILED'})")
+            f = c["fp32_reference"]
+            tokens = (f"greedy tokens agree with fp32 at {f['cudakit_token_agreement_decided'] * 100:.2f}% (PyTorch "
+                      f"{f['pytorch_token_agreement_decided'] * 100:.2f}%) of {f['positions'] - f['ties_set_aside']} "
+                      f"decided positions" if "error" not in f else f"fp32 reference failed: {f['error']}")
+            log(f"check: hidden relative L2 max {c['hidden_rel_l2_max']:.2e} (bound {HIDDEN_REL_L2_BOUND}); {tokens}; "
+                f"the sides agree at {c['token_agreement'] * 100:.2f}% ({'passed' if c['passed'] else 'FAILED'})")
 
         greedy_agreement = {}
         for B in batches:
@@ -622,6 +715,20 @@ def main():
                                             "sequences_identical": sum(1 for n in prefixes if n == args.steps + 1),
                                             "sequences": B}
             del session
+
+            compile_arms = [("compiled_graph", "default")]
+            if B in autotune_batches:
+                compile_arms.append(("compiled_graph_max_autotune", "max-autotune-no-cudagraphs"))
+            for name, mode in compile_arms if args.compile == "on" else []:
+                log(f"batch {B}: torch.compile (mode {mode}) in a CUDA graph")
+                try:
+                    entry = compiled_arm(model, name, mode, B, bp, positions, args)
+                    entry["tokens_equal_cuda_graph"] = entry.pop("tokens") == graph_tokens
+                except Exception as e:  # reported, and left out of the comparison
+                    entry = {"arm": name, "batch": B, "error": f"{type(e).__name__}: {e}"}
+                    log(f"batch {B}: {name} failed: {entry['error']}")
+                result["arms"].append(entry)
+                torch.cuda.empty_cache()
 
             log(f"batch {B}: {args.streams} streams on {args.streams} threads")
             sessions = [StaticSession(model, B, positions, torch.cuda.Stream()) for _ in range(args.streams)]
@@ -660,7 +767,7 @@ def main():
             del sessions
             torch.cuda.empty_cache()
             log(f"batch {B}: " + ", ".join(f"{a['arm']} {a['tokens_per_s']:.0f} tokens/s"
-                                          for a in result["arms"] if a["batch"] == B))
+                                          for a in result["arms"] if a["batch"] == B and "tokens_per_s" in a))
         result["greedy_agreement_with_cudakit"] = greedy_agreement
 
     with open(args.json, "w") as f:

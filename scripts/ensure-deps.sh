@@ -52,6 +52,9 @@ elif [ ! -f "$(clang++ -print-resource-dir)/lib/linux/libclang_rt.fuzzer-$(uname
   missing+=("libclang-rt-$(clang++ -dumpversion | cut -d. -f1)-dev")
 fi
 
+# `make docs` (ensure-deps.sh --docs): Doxygen for the API reference.
+[ "${1:-}" = --docs ] && { command -v doxygen >/dev/null || missing+=(doxygen); }
+
 # make test also builds the unit tests with g++'s sanitizers. Their runtimes (libasan,
 # libtsan, libubsan) come with g++ on Debian and Ubuntu (libgcc-N-dev depends on them);
 # install them explicitly where they are missing.

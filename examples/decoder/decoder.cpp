@@ -35,6 +35,9 @@ Model::Model(const HostWeights& weights, cudakit::StreamRef stream)
   final_norm_bias_ = view(weights, "final_norm.bias");
   lm_head_ = view(weights, "lm_head.weight");
   step_weight_bytes_ = weights_.size_bytes() - embed_.size_bytes() - position_.size_bytes();
+  // The weights a step streams: every tensor after the two embedding tables (the layout
+  // is in file order; the streaming floor reads the same bytes).
+  step_weights_ = std::as_const(weights_).last(step_weight_bytes_ / sizeof(bf16));
 }
 
 cudakit::DeviceSpan<const bf16> Model::view(const HostWeights& weights, const std::string& name) {
@@ -51,7 +54,8 @@ Session::Session(const Model& model, cudakit::StreamRef stream, SessionLimits li
       blas_(stream),
       position_(stream, 0),
       host_tokens_(static_cast<std::size_t>(limits.max_batch), cudakit::uninitialized),
-      cache_({.capacity = 8}) {
+      cache_({.capacity = 8}),
+      loop_steps_done_(stream, 0) {
   const Config& c = model.config();
   if (limits.max_batch < 1 || limits.max_prompt < 1 || limits.max_prompt > c.max_positions)
     throw cudakit::InvalidArgument("decoder session: max_batch and max_prompt must be at least 1, max_prompt at most " +
@@ -72,6 +76,10 @@ Session::Session(const Model& model, cudakit::StreamRef stream, SessionLimits li
   const int cache_rows = c.layers * limits.max_batch * c.heads * c.max_positions;
   key_cache_ = buffer(cache_rows, c.head_dim);
   value_cache_ = buffer(cache_rows, c.head_dim);
+  stream_sink_ = cudakit::DeviceBuffer<unsigned>(stream, 1, cudakit::zeroed);
+  loop_tokens_ = cudakit::DeviceBuffer<int>(
+      stream, static_cast<std::size_t>(limits.max_batch) * static_cast<std::size_t>(limits.max_loop_steps),
+      cudakit::zeroed);
 }
 
 void Session::check_batch(int batch, const char* call) const {
@@ -146,7 +154,7 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   cudakit::DeviceSpan<const int> input = prompt ? std::as_const(prompt_tokens_).first(n) : std::as_const(tokens_).first(n);
 
   const LayerWeights& first = model_.layer(0);
-  cudakit::launch(stream, k.embed_layer_norm, {rows, norm_threads}, input, position, model_.embed(),
+  cudakit::launch(stream, k.embed_layer_norm, k.dependent({rows, norm_threads}), input, position, model_.embed(),
                   model_.position(), first.ln1_weight, first.ln1_bias, x, normed, prompt ? length : 1);
   const cudakit::LaunchConfig attention_shape =
       prompt ? cudakit::LaunchConfig{.grid = {c.heads, batch},
@@ -157,22 +165,22 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   for (int l = 0; l < c.layers; ++l) {
     const LayerWeights& w = model_.layer(l);
     if (l > 0)
-      cudakit::launch(stream, k.layer_norm, {rows, norm_threads}, cudakit::DeviceSpan<const bf16>(x), c.d_model,
-                      w.ln1_weight, w.ln1_bias, normed);
+      cudakit::launch(stream, k.layer_norm, k.dependent({rows, norm_threads}), cudakit::DeviceSpan<const bf16>(x),
+                      c.d_model, w.ln1_weight, w.ln1_bias, normed);
     lt_.matmul(normed, w.qkv_weight, w.qkv_bias, qkv, {.m = m, .n = 3 * dm, .k = dm, .transpose_b = true},
                Epilogue::bias);
     auto keys = layer_cache(key_cache_, l), values = layer_cache(value_cache_, l);
     if (prompt)
-      cudakit::launch(stream, k.prefill_attention, attention_shape, cudakit::DeviceSpan<const bf16>(qkv), keys, values,
+      cudakit::launch(stream, k.prefill_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv), keys, values,
                       attention, length, c.max_positions);
     else
-      cudakit::launch(stream, k.decode_attention, attention_shape, cudakit::DeviceSpan<const bf16>(qkv), keys, values,
+      cudakit::launch(stream, k.decode_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv), keys, values,
                       position, attention, c.max_positions);
     // The residual add rides in the epilogue: x = 1·(a·Woᵀ) + 1·x + b.
     lt_.matmul(attention, w.out_weight, w.out_bias, x,
                {.m = m, .n = dm, .k = dm, .transpose_b = true, .beta = 1.0}, Epilogue::bias);
-    cudakit::launch(stream, k.layer_norm, {rows, norm_threads}, cudakit::DeviceSpan<const bf16>(x), c.d_model,
-                    w.ln2_weight, w.ln2_bias, normed);
+    cudakit::launch(stream, k.layer_norm, k.dependent({rows, norm_threads}), cudakit::DeviceSpan<const bf16>(x),
+                    c.d_model, w.ln2_weight, w.ln2_bias, normed);
     lt_.matmul(normed, w.up_weight, w.up_bias, ffn_values, {.m = m, .n = ffn, .k = dm, .transpose_b = true},
                Epilogue::gelu_bias);
     lt_.matmul(ffn_values, w.down_weight, w.down_bias, x,
@@ -183,7 +191,7 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   cudakit::DeviceSpan<const bf16> last_rows =
       cudakit::DeviceSpan<const bf16>(x).subspan((static_cast<std::size_t>(length) - 1) * d, (b - 1) * stride + d);
   auto hidden = hidden_.first(b * d);
-  cudakit::launch(stream, k.layer_norm, {batch, norm_threads}, last_rows, static_cast<int>(stride),
+  cudakit::launch(stream, k.layer_norm, k.dependent({batch, norm_threads}), last_rows, static_cast<int>(stride),
                   model_.final_norm_weight(), model_.final_norm_bias(), hidden);
   auto logits = logits_.first(b * static_cast<std::size_t>(c.vocab));
   // fp32 logits (bf16 inputs, fp32 accumulation stored unrounded): bf16 logits would tie
@@ -191,8 +199,54 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   // hang on the last bit of the hidden state.
   blas_.gemm(cudakit::DeviceSpan<const bf16>(hidden), model_.lm_head(), logits,
              {.m = batch, .n = c.vocab, .k = dm, .transpose_b = true});
-  cudakit::launch(stream, k.argmax_tokens, {batch, Kernels::argmax_threads}, cudakit::DeviceSpan<const float>(logits),
+  cudakit::launch(stream, k.argmax_tokens, k.dependent({batch, Kernels::argmax_threads}), cudakit::DeviceSpan<const float>(logits),
                   c.vocab, tokens_.first(b), position_.span(), length);
+}
+
+cudakit::GraphCacheOutcome Session::step_loop(int batch, int steps) {
+  check_batch(batch, "step_loop");
+  if (steps < 1 || steps > limits_.max_loop_steps)
+    throw cudakit::InvalidArgument("decoder session: step_loop of " + std::to_string(steps) + " steps, but the session "
+                                   "records 1 to " + std::to_string(limits_.max_loop_steps));
+  if (next_position_ < 0) throw cudakit::InvalidArgument("decoder session: step_loop before a prompt (prefill)");
+  if (next_position_ + steps > model_.config().max_positions)
+    throw cudakit::InvalidArgument("decoder session: step_loop: " + std::to_string(steps) + " steps do not fit the KV "
+                                   "cache (" + std::to_string(model_.config().max_positions) + " positions)");
+  next_position_ += steps;
+  loop_steps_done_.set(stream_, 0);
+  const Kernels& k = model_.kernels();
+  auto history = loop_tokens_.first(static_cast<std::size_t>(steps) * static_cast<std::size_t>(batch));
+  return loop_cache_.run_loop(stream_, {batch, steps}, [&](cudakit::StreamRef s, cudakit::ConditionalHandle loop) {
+    enqueue_step(s, batch);
+    cudakit::launch(s, k.loop_control, k.dependent({1, 32}), loop.value, std::as_const(tokens_).first(batch), history,
+                    loop_steps_done_.span(), steps, batch);
+  });
+}
+
+void Session::read_loop_tokens(int batch, int steps, std::span<std::int32_t> out) {
+  check_batch(batch, "read_loop_tokens");
+  const std::size_t count = static_cast<std::size_t>(batch) * static_cast<std::size_t>(steps);
+  if (steps < 1 || steps > limits_.max_loop_steps || out.size() != count)
+    throw cudakit::InvalidArgument("decoder session: read_loop_tokens needs batch x steps elements");
+  std::vector<int> values = cudakit::download(stream_, std::as_const(loop_tokens_).first(count));
+  std::memcpy(out.data(), values.data(), count * sizeof(int));
+}
+
+double Session::measure_streaming_floor_us(int repeats) {
+  const Kernels& k = model_.kernels();
+  cudakit::DeviceSpan<const bf16> weights = model_.weights();
+  const long long words = static_cast<long long>(weights.size_bytes() / 16);
+  const int blocks = 132 * 8;
+  const cudakit::Device device = cudakit::Device::get(stream_.device_ordinal());
+  cudakit::Event start(device, cudakit::EventTiming::enabled), end(device, cudakit::EventTiming::enabled);
+  cudakit::launch(stream_, k.stream_read, cudakit::LaunchConfig{blocks, 512}, weights, words, stream_sink_);
+  start.record(stream_);
+  for (int i = 0; i < repeats; ++i)
+    cudakit::launch(stream_, k.stream_read, cudakit::LaunchConfig{blocks, 512}, weights, words,
+                    stream_sink_);
+  end.record(stream_);
+  end.synchronize();
+  return static_cast<double>(cudakit::elapsed_time(start, end).count()) * 1000.0 / repeats;
 }
 
 void Session::read_tokens(std::span<std::int32_t> out) {

@@ -21,6 +21,8 @@
 //              Lt matmul, bias, beta = 1   x = x + f·W2ᵀ + b2                 (residual fused)
 //   layer_norm, gemm (fp32 out)            logits = lnf(x)·Wlmᵀ
 //   argmax_tokens                          tokens = argmax(logits); position += 1
+// The decoder's own kernels are programmatic dependents of the kernel before them on
+// compute capability 9.0+ (Kernels::programmatic; CUDAKIT_DECODER_PDL=0 turns it off).
 // 59 kernels, none of which takes a per-step value as an argument: the tokens and the
 // position live in device memory (the position a DeviceValue the step advances itself),
 // so the graph of a batch size is captured once and replayed as it is at every step.
@@ -30,6 +32,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "cudakit/blas.hpp"
@@ -65,6 +68,8 @@ class Model {
   /// The bytes of weights one decode step reads (every matrix and vector but the two
   /// embedding tables, of which it reads one row per sequence).
   std::size_t step_weight_bytes() const noexcept { return step_weight_bytes_; }
+  /// The weights' buffer, for a streaming read of as many bytes as a step reads.
+  cudakit::DeviceSpan<const bf16> weights() const noexcept { return step_weights_; }
 
  private:
   cudakit::DeviceSpan<const bf16> view(const HostWeights& weights, const std::string& name);
@@ -74,6 +79,7 @@ class Model {
   Kernels kernels_;
   std::vector<LayerWeights> layers_;
   cudakit::DeviceSpan<const bf16> embed_, position_, final_norm_weight_, final_norm_bias_, lm_head_;
+  cudakit::DeviceSpan<const bf16> step_weights_;
   std::size_t step_weight_bytes_ = 0;
 };
 
@@ -81,6 +87,8 @@ class Model {
 struct SessionLimits {
   int max_batch = 32;
   int max_prompt = 128;
+  /// The most steps one step_loop runs (the tokens it records on the device).
+  int max_loop_steps = 256;
 };
 
 /// One generation context on one stream (see above). Not movable (the graph cache's
@@ -103,6 +111,17 @@ class Session {
   void step(int batch);
   /// The same step through the session's graph cache, keyed by the batch size.
   cudakit::GraphCacheOutcome step_cached(int batch);
+  /// `steps` steps in one launch: the step captured once per (batch, steps) as the body
+  /// of a device-side loop (GraphCache::run_loop), whose last kernel records the step's
+  /// tokens and ends the loop after `steps`. The tokens: read_loop_tokens. The tokens of
+  /// each step equal those of step_cached. InvalidArgument as step, or beyond
+  /// SessionLimits::max_loop_steps.
+  cudakit::GraphCacheOutcome step_loop(int batch, int steps);
+  /// The tokens of the last step_loop, [steps][batch] (waits for them).
+  void read_loop_tokens(int batch, int steps, std::span<std::int32_t> out);
+  /// Microseconds one read of every weight a step reads takes with a plain streaming
+  /// kernel (the memory roofline of a step), the mean of `repeats` reads.
+  double measure_streaming_floor_us(int repeats = 20);
 
   /// Copies the current tokens (the last step's greedy choice) into `out` (batch
   /// elements), waiting for them. Makes no heap allocation.
@@ -142,6 +161,10 @@ class Session {
   cudakit::DeviceBuffer<bf16> key_cache_, value_cache_;  // [layers][max_batch][heads][max_positions][64]
   cudakit::PinnedBuffer<int> host_tokens_;
   cudakit::GraphCache<int> cache_;
+  cudakit::DeviceValue<int> loop_steps_done_;  // steps done in the current step_loop
+  cudakit::DeviceBuffer<int> loop_tokens_;     // [max_loop_steps][max_batch]: step_loop's tokens
+  cudakit::DeviceBuffer<unsigned> stream_sink_;  // the streaming read's (never written) result
+  cudakit::GraphCache<std::pair<int, int>> loop_cache_{{.capacity = 8}};  // keyed by (batch, steps)
   int next_position_ = -1;  // the device's position as the host knows it; -1 before a prompt
 };
 

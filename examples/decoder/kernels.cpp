@@ -3,6 +3,7 @@
 #include "kernels.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace decoder {
@@ -13,7 +14,15 @@ namespace {
 // toolkit header is needed: conversions round to nearest even, as __float2bfloat16_rn and
 // PyTorch do. Every sum, mean, variance and softmax is in fp32. D_MODEL, N_HEADS,
 // MAX_POSITIONS and LAYER_NORM_EPS are defined by the compile; heads are 64 wide.
+//
+// Every kernel may be launched as a programmatic dependent of the kernel before it
+// (Kernels::programmatic): its blocks then start while that kernel finishes, and wait for
+// it (cudakit::device::wait_for_predecessors) before their first read of memory, so the
+// launch latency overlaps the predecessor's tail and nothing is read early.
 constexpr const char* source = R"kernels(
+#include "cudakit/device/programmatic_launch.cuh"
+#include "cudakit/device/graph_condition.cuh"
+
 typedef unsigned short bf16;
 
 #define HEAD_DIM 64
@@ -98,6 +107,7 @@ __device__ uint4 layer_norm_row(const float* x, const bf16* gamma, const bf16* b
 extern "C" __global__ void embed_layer_norm(const int* tokens, const int* position, const bf16* token_embedding,
                                             const bf16* position_embedding, const bf16* gamma, const bf16* beta,
                                             bf16* x, bf16* normed, int rows_per_sequence) {
+  cudakit::device::wait_for_predecessors();
   const int row = blockIdx.x;
   const long long token = tokens[row];
   const long long at = *position + row % rows_per_sequence;
@@ -113,6 +123,7 @@ extern "C" __global__ void embed_layer_norm(const int* tokens, const int* positi
 // prompt's length times D_MODEL for the last token of each prompt.
 extern "C" __global__ void layer_norm(const bf16* x, int row_stride, const bf16* gamma, const bf16* beta,
                                       bf16* normed) {
+  cudakit::device::wait_for_predecessors();
   const int row = blockIdx.x;
   float v[8];
   unpack8(reinterpret_cast<const uint4*>(x + (long long)row * row_stride)[threadIdx.x], v);
@@ -131,6 +142,7 @@ extern "C" __global__ void layer_norm(const bf16* x, int row_stride, const bf16*
 extern "C" __global__ void __launch_bounds__(DECODE_THREADS)
 decode_attention(const bf16* qkv, bf16* key_cache, bf16* value_cache, const int* position, bf16* out,
                  int max_positions) {
+  cudakit::device::wait_for_predecessors();
   __shared__ float probabilities[MAX_POSITIONS];
   __shared__ float scratch[WARP];
   __shared__ float partial[DECODE_THREADS / WARP][HEAD_DIM];
@@ -230,6 +242,7 @@ decode_attention(const bf16* qkv, bf16* key_cache, bf16* value_cache, const int*
 #define ROW_WORDS 33
 extern "C" __global__ void __launch_bounds__(PREFILL_THREADS)
 prefill_attention(const bf16* qkv, bf16* key_cache, bf16* value_cache, bf16* out, int length, int max_positions) {
+  cudakit::device::wait_for_predecessors();
   extern __shared__ unsigned shared_words[];
   unsigned* key_rows = shared_words;
   unsigned* value_rows = key_rows + length * ROW_WORDS;
@@ -303,6 +316,7 @@ prefill_attention(const bf16* qkv, bf16* key_cache, bf16* value_cache, bf16* out
 #define ARGMAX_THREADS 256
 extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
 argmax_tokens(const float* logits, int vocab, int* next_tokens, int* position, int advance) {
+  cudakit::device::wait_for_predecessors();
   __shared__ float best_values[ARGMAX_THREADS / WARP];
   __shared__ int best_indices[ARGMAX_THREADS / WARP];
   const int row = blockIdx.x, tid = threadIdx.x;
@@ -331,6 +345,32 @@ argmax_tokens(const float* logits, int vocab, int* next_tokens, int* position, i
     if (row == 0) *position += advance;
   }
 }
+
+// The end of a step in a device-side loop (GraphCache::run_loop): records the step's
+// tokens at history[*done][0..batch), counts the step, and ends the loop after `steps`.
+// One thread.
+extern "C" __global__ void loop_control(unsigned long long loop, const int* tokens, int* history, int* done, int steps,
+                                        int batch) {
+  cudakit::device::wait_for_predecessors();
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  const int d = *done;
+  for (int b = 0; b < batch; ++b) history[(long long)d * batch + b] = tokens[b];
+  *done = d + 1;
+  if (d + 1 >= steps) cudakit::device::set_condition(loop, 0u);
+}
+
+// Reads `words` 16-byte words once (a grid-stride loop over every multiprocessor): the
+// streaming floor a step's weights are measured against. The sum goes to *sink only when
+// it is a value no input gives, so that the reads are not optimized away.
+extern "C" __global__ void stream_read(const bf16* values, long long words, unsigned* sink) {
+  const uint4* data = reinterpret_cast<const uint4*>(values);
+  unsigned acc = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words; i += (long long)gridDim.x * blockDim.x) {
+    const uint4 v = data[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u && sink != nullptr) *sink = acc;
+}
 )kernels";
 
 // A float as a C++ literal that reads back as the same float.
@@ -350,7 +390,9 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   options.defines = {"D_MODEL=" + std::to_string(config.d_model), "N_HEADS=" + std::to_string(config.heads),
                      "MAX_POSITIONS=" + std::to_string(config.max_positions),
                      "LAYER_NORM_EPS=" + float_literal(config.layer_norm_eps)};
-  cudakit::CompiledProgram program = cudakit::Program(source, "decoder_kernels.cu").compile(device, options);
+  cudakit::Program text(source, "decoder_kernels.cu");
+  cudakit::add_device_headers(text);
+  cudakit::CompiledProgram program = text.compile(device, options);
   Kernels k;
   k.module = cudakit::Module::load(device, program);
   k.embed_layer_norm = k.module.kernel<EmbedLayerNorm>("embed_layer_norm");
@@ -358,6 +400,12 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   k.decode_attention = k.module.kernel<DecodeAttention>("decode_attention");
   k.prefill_attention = k.module.kernel<PrefillAttention>("prefill_attention");
   k.argmax_tokens = k.module.kernel<ArgmaxTokens>("argmax_tokens");
+  k.loop_control = k.module.kernel<LoopControl>("loop_control");
+  k.stream_read = k.module.kernel<StreamRead>("stream_read");
+  // Programmatic dependent launch needs compute capability 9.0; CUDAKIT_DECODER_PDL=0
+  // keeps the plain launches, for comparison.
+  const char* pdl = std::getenv("CUDAKIT_DECODER_PDL");
+  k.programmatic = device.compute_capability().major >= 9 && !(pdl != nullptr && std::string(pdl) == "0");
   return k;
 }
 

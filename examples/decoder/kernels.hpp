@@ -1,5 +1,6 @@
-// The decoder's own kernels (layer norm, attention over the KV cache, greedy argmax),
-// compiled with NVRTC for the device in use. The GEMMs are cuBLASLt's (decoder.hpp).
+// The decoder's own kernels (layer norm, attention over the KV cache, greedy argmax, the
+// end of a looped step, a streaming read), compiled with NVRTC for the device in use. The
+// GEMMs are cuBLASLt's (decoder.hpp).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,6 +27,10 @@ struct Kernels {
   using PrefillAttention = void(const bf16*, bf16*, bf16*, bf16*, int, int);
   /// (logits, vocab, next_tokens, position, advance); one block of 256 threads per row.
   using ArgmaxTokens = void(const float*, int, int*, int*, int);
+  /// (loop, tokens, history, done, steps, batch); one thread: the end of a looped step.
+  using LoopControl = void(unsigned long long, const int*, int*, int*, int, int);
+  /// (data, 16-byte words, sink): reads every word once, for the streaming floor.
+  using StreamRead = void(const bf16*, long long, unsigned*);
 
   static constexpr unsigned attention_threads = 256;
   static constexpr unsigned argmax_threads = 256;
@@ -36,6 +41,17 @@ struct Kernels {
   cudakit::Kernel<DecodeAttention> decode_attention;
   cudakit::Kernel<PrefillAttention> prefill_attention;
   cudakit::Kernel<ArgmaxTokens> argmax_tokens;
+  cudakit::Kernel<LoopControl> loop_control;
+  cudakit::Kernel<StreamRead> stream_read;
+  /// Whether the decoder's own kernels are launched as programmatic dependents of the
+  /// kernel before them (compute capability 9.0+, unless CUDAKIT_DECODER_PDL=0).
+  bool programmatic = false;
+
+  /// `config` as a programmatic dependent launch when `programmatic` is set.
+  cudakit::LaunchConfig dependent(cudakit::LaunchConfig config) const {
+    config.programmatic_dependent_launch = programmatic;
+    return config;
+  }
 
   /// Compiles for `device` and loads. InvalidArgument for a shape the kernels do not
   /// cover (heads other than 64 wide, d_model not a multiple of 8 or above 8192, a

@@ -9,7 +9,8 @@
 //
 // `run` first writes the correctness check (the prompts of the first 32 sequences, then
 // 32 teacher-forced steps: each step's final hidden state and greedy token), then times
-// three arms at each batch size: one stream without graphs, the graph cache, and
+// four arms at each batch size: one stream without graphs, the graph cache, the graph
+// cache with the steps after the first in one device-side loop (graph_loop), and
 // `--sessions` sessions on as many threads and streams through their own graph caches
 // (each session's tokens compared with the same prompts run alone). Without a GPU every
 // mode prints one line saying so and exits 2; a wrong result exits 1.
@@ -119,6 +120,35 @@ ArmFigures single_session_arm(Session& session, const Inputs& inputs, int batch,
     f.step_us.insert(f.step_us.end(), g.step_us.begin(), g.step_us.end());
     f.first_step_ms.push_back(g.first_step_ms);
     if (mode == StepMode::cached) f.heap_allocations += g.heap_allocations, f.heap_steps += static_cast<long>(g.step_us.size());
+    if (r == 0 && first_tokens) *first_tokens = g.tokens;
+  }
+  return f;
+}
+
+// The graph cache with a device-side loop: the prompts and the first step as the graph
+// cache arm runs them, then the other steps - 1 steps in one launch (Session::step_loop),
+// their tokens read once at the end. A step's time is the loop's time over its steps.
+ArmFigures loop_arm(Session& session, const Inputs& inputs, int batch, int steps, int rounds,
+                    std::vector<std::int32_t>* first_tokens) {
+  using Clock = std::chrono::steady_clock;
+  ArmFigures f;
+  const std::vector<std::int32_t> prompts = batch_prompts(inputs, batch, 0);
+  std::vector<std::int32_t> looped(static_cast<std::size_t>(batch) * static_cast<std::size_t>(steps - 1));
+  for (int r = 0; r < rounds; ++r) {
+    Generation g;
+    g.steps = steps;
+    generate_start(session, prompts, batch, inputs.prompt_length, StepMode::cached, g);
+    const auto begin = Clock::now();
+    session.step_loop(batch, steps - 1);
+    session.read_loop_tokens(batch, steps - 1, looped);
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - begin).count();
+    for (int s = 0; s < steps - 1; ++s) {
+      f.step_us.push_back(us / (steps - 1));
+      for (int b = 0; b < batch; ++b)
+        g.tokens[static_cast<std::size_t>(b) * (steps + 1) + 2 + s] = looped[static_cast<std::size_t>(s) * batch + b];
+    }
+    f.tokens_per_second.push_back(batch * static_cast<double>(steps - 1) / (us * 1e-6));
+    f.first_step_ms.push_back(g.first_step_ms);
     if (r == 0 && first_tokens) *first_tokens = g.tokens;
   }
   return f;
@@ -236,9 +266,17 @@ int run(const RunOptions& o) {
               {"sessions", o.sessions},
               {"step_weight_bytes", model.step_weight_bytes()},
               {"arms", json::array()}};
-  const SessionLimits limits{max_batch, inputs.prompt_length};
+  const SessionLimits limits{max_batch, inputs.prompt_length, std::max(o.steps, 1)};
   cudakit::Stream eager_stream(device), graph_stream(device);
   Session eager(model, eager_stream, limits), graph(model, graph_stream, limits);
+  {
+    // The memory roofline of a step: its weights read once by a plain streaming kernel.
+    const double floor_us = graph.measure_streaming_floor_us();
+    result["streaming_floor"] = {{"bytes", model.weights().size_bytes()}, {"us", floor_us}};
+    result["programmatic_dependent_launch"] = model.kernels().programmatic;
+    say("decoder: streaming floor: " + std::to_string(model.weights().size_bytes() >> 20) + " MiB in " +
+        std::to_string(floor_us) + " us");
+  }
   std::vector<cudakit::Stream> streams;
   std::vector<std::unique_ptr<Session>> sessions;
   for (int i = 0; i < o.sessions; ++i) streams.emplace_back(device);
@@ -254,6 +292,9 @@ int run(const RunOptions& o) {
     const auto before = graph.cache_statistics();
     ArmFigures graph_arm = single_session_arm(graph, inputs, batch, o.steps, o.rounds, StepMode::cached, &graph_tokens);
     const auto graph_statistics = minus(graph.cache_statistics(), before);
+    say("decoder: batch " + b + ": graph cache with a device-side loop");
+    std::vector<std::int32_t> loop_tokens;
+    ArmFigures looped = loop_arm(graph, inputs, batch, o.steps, o.rounds, &loop_tokens);
 
     // Each concurrent session's prompts alone, through the graph cache, as its reference.
     std::vector<std::vector<std::int32_t>> expected;
@@ -277,14 +318,20 @@ int run(const RunOptions& o) {
     for (std::size_t i = 0; i < sessions.size(); ++i)
       per_session.push_back(statistics_json(minus(sessions[i]->cache_statistics(), session_before[i])));
     s["graph_cache"] = per_session;
+    json l = looped.to_json("graph_loop", batch);
+    l["tokens_equal_graph_cache"] = loop_tokens == graph_tokens;
     result["arms"].push_back(e);
     result["arms"].push_back(g);
+    result["arms"].push_back(l);
     result["arms"].push_back(s);
     check.add("generated.b" + b, Dtype::i32, {batch, o.steps + 1}, std::as_bytes(std::span(graph_tokens)));
     if (!identical) ++failures, say("decoder: FAILED: a concurrent session's tokens differ from its run alone");
     if (eager_tokens != graph_tokens) ++failures, say("decoder: FAILED: the graph cache's tokens differ from the stream's");
+    if (loop_tokens != graph_tokens)
+      ++failures, say("decoder: FAILED: the device-side loop's tokens differ from one step per launch");
     say("decoder: batch " + b + ": stream " + std::to_string(static_cast<long>(median(stream_arm.tokens_per_second))) +
         " tokens/s, graph cache " + std::to_string(static_cast<long>(median(graph_arm.tokens_per_second))) +
+        " tokens/s, loop " + std::to_string(static_cast<long>(median(looped.tokens_per_second))) +
         " tokens/s, sessions " + std::to_string(static_cast<long>(median(sessions_arm.tokens_per_second))) +
         " tokens/s; graph step p50 " + std::to_string(percentile(graph_arm.step_us, 50)) + " us");
   }

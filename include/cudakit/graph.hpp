@@ -87,6 +87,17 @@ class CUDAKIT_API GraphNode {
   int device_ = -1;
 };
 
+/// An edge of a graph: `to` runs after `from`. A programmatic edge (between two kernel
+/// nodes) lets `to` start once every block of `from` has triggered its dependents or
+/// exited; `to` then waits for `from`'s completion and memory before it reads what `from`
+/// wrote (include/cudakit/device/programmatic_launch.cuh). Any other edge is a full
+/// dependency: `to` starts after `from` completed.
+struct CUDAKIT_API GraphEdge {
+  GraphNode from;
+  GraphNode to;
+  bool programmatic = false;
+};
+
 /// The nodes a new node depends on: `{}` (none), `{a, b}`, or a vector.
 /// Implicit from each of those, so `{a, b}` works where one is expected.
 class CUDAKIT_API Dependencies {
@@ -157,6 +168,10 @@ class CUDAKIT_API GraphRef {
   std::vector<GraphNode> nodes() const;
   /// The kernel nodes only, in the same order: the handles for argument updates.
   std::vector<GraphNode> kernel_nodes() const;
+  /// The edges, with their types (cuGraphGetEdges, CUDA 12.3 drivers and newer; older ones
+  /// throw FeatureUnavailable). A capture keeps a programmatic dependent launch's edge from
+  /// the kernel before it on its stream as a programmatic edge.
+  std::vector<GraphEdge> edges() const;
 
   /// The graph in Graphviz DOT (cuGraphDebugDotPrint), for debugging. `verbose` adds every
   /// node's parameters.
@@ -174,8 +189,10 @@ class CUDAKIT_API GraphRef {
   /// kernel, the value and the limit). Clusters, cooperative launches and priorities
   /// become the node's attributes (a priority takes effect when the executable is
   /// instantiated with InstantiateOptions::use_node_priority). Programmatic dependent
-  /// launch is refused: in a graph it is an edge, not a node property; capture such
-  /// launches instead.
+  /// launch becomes the type of the node's edges: its edges from kernel nodes in `after`
+  /// are programmatic (CUDA 12.3 drivers and newer: FeatureUnavailable before), its edges
+  /// from other nodes full dependencies; the kernel must wait before it reads what those
+  /// kernels wrote (docs/launch.md).
   template <class... Params, class... Args>
   GraphNode add_kernel(const Dependencies& after, const Kernel<void(Params...)>& kernel, const LaunchConfig& config,
                        Args&&... args) const {

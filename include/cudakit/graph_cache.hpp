@@ -45,6 +45,24 @@
 // belong outside it. It submits to the stream it is given (and streams that join that
 // stream's capture, capture.hpp); work submitted to other streams is not part of the graph.
 //
+// Device-side loops: run_loop(stream, key, step) runs `step` again and again inside one
+// launch, until the graph's own kernels end the loop. The step is
+// `step(StreamRef, ConditionalHandle loop)`: it is captured once, as the body of a while
+// node (graph.hpp's add_while) whose condition starts at 1 at every launch, and one of its
+// kernels sets the condition to 0 (cudakit::device::set_condition, device/graph_condition.cuh)
+// when the loop is done: after N steps, or when every sequence has finished. The loop's
+// state (a step counter, the finished flags) lives in device memory the step's kernels
+// read and write, like any value that changes every step. One host round trip then serves
+// N steps, and each step computes what a run of the same work per launch computes.
+//   cache.run_loop(stream, batch, [&](cudakit::StreamRef s, cudakit::ConditionalHandle loop) {
+//     decode_step(s, batch, position);
+//     launch(s, advance, LaunchConfig{1, 1}, loop.value, steps_left, finished);   // clears `loop`
+//   });
+// A loop key is replayed by run_loop and run alike; update_and_run refuses it (erase it to
+// capture a new step). A step that cannot be captured is an error (CaptureError): the loop
+// runs on the device, and no eager run can stand in for it. Conditional nodes need CUDA
+// 12.3 drivers (FeatureUnavailable before).
+//
 // Bounded: at most `capacity` keys; a new key beyond that evicts the least recently run
 // one (its executable is destroyed; queued replays still complete, graph_exec.hpp).
 //
@@ -171,6 +189,7 @@ struct GraphCacheEntry {
   GraphExec executable;
   Graph graph;                 // the executable's own graph: its nodes name the executable's
   std::string not_capturable;  // not empty: the work runs eagerly; the reason
+  bool loop = false;           // run_loop's: a while node around the captured step
 };
 
 /// The work of one run without its type (no allocation): calls `work(stream)` or `work()`.
@@ -193,6 +212,26 @@ class GraphWork {
   void (*call_)(void*, StreamRef);
 };
 
+/// The step of a run_loop without its type (no allocation): calls `step(stream, loop)`.
+class LoopWork {
+ public:
+  template <class F>
+  explicit LoopWork(F& step) noexcept
+      : object_(const_cast<void*>(static_cast<const void*>(std::addressof(step)))), call_(&call<F>) {
+    static_assert(std::is_invocable_v<F&, StreamRef, ConditionalHandle>,
+                  "GraphCache::run_loop: the step must be callable as step(StreamRef, ConditionalHandle)");
+  }
+  void operator()(StreamRef stream, ConditionalHandle loop) const { call_(object_, stream, loop); }
+
+ private:
+  template <class F>
+  static void call(void* object, StreamRef stream, ConditionalHandle loop) {
+    (*static_cast<F*>(object))(stream, loop);
+  }
+  void* object_;
+  void (*call_)(void*, StreamRef, ConditionalHandle);
+};
+
 /// The cache's decisions, the same for every key type (graph_cache.cpp).
 /// A cached key under run(): replays it, or runs the work eagerly when it cannot be captured.
 CUDAKIT_API GraphCacheOutcome replay_entry(GraphCacheEntry& entry, StreamRef stream, GraphWork work,
@@ -202,6 +241,12 @@ CUDAKIT_API GraphCacheOutcome replay_entry(GraphCacheEntry& entry, StreamRef str
 /// eagerly when it cannot be captured (remembering why).
 CUDAKIT_API GraphCacheOutcome capture_entry(GraphCacheEntry& entry, StreamRef stream, GraphWork work,
                                             CaptureMode mode, GraphCacheStatistics& statistics);
+/// A new run_loop key: captures the step into the body of a while node, instantiates and
+/// launches it. Throws CaptureError when the step cannot be captured.
+CUDAKIT_API GraphCacheOutcome capture_loop_entry(GraphCacheEntry& entry, StreamRef stream, LoopWork step,
+                                                 CaptureMode mode, GraphCacheStatistics& statistics);
+/// InvalidArgument: run_loop on a key that holds plain work, or update_and_run on a loop key.
+[[noreturn]] CUDAKIT_API void throw_graph_cache_kind_mismatch(bool entry_is_loop, const char* call);
 CUDAKIT_API void check_graph_cache_capacity(std::size_t capacity);
 [[noreturn]] CUDAKIT_API void throw_graph_cache_in_use(std::thread::id holder, const char* call);
 
@@ -254,6 +299,28 @@ class GraphCache {
   GraphCacheOutcome update_and_run(StreamRef stream, const Key& key, F&& work) {
     detail::GraphCacheUse use(user_, "GraphCache::update_and_run");
     return run_key(stream, key, detail::GraphWork(work), Arguments::may_have_changed);
+  }
+
+  /// Runs `step` on the device again and again within one launch, until one of its kernels
+  /// sets the loop's condition to 0 (see above): the key's first run captures the step
+  /// into a while node and instantiates it, later runs replay it.
+  template <class F>
+  GraphCacheOutcome run_loop(StreamRef stream, const Key& key, F&& step) {
+    detail::GraphCacheUse use(user_, "GraphCache::run_loop");
+    detail::LoopWork work(step);
+    auto found = index_.find(key);
+    if (found != index_.end()) {
+      touch(found->second);
+      detail::GraphCacheEntry& entry = found->second->entry;
+      if (!entry.loop) detail::throw_graph_cache_kind_mismatch(false, "GraphCache::run_loop");
+      entry.executable.launch(stream);
+      ++statistics_.hits;
+      return GraphCacheOutcome::hit;
+    }
+    detail::GraphCacheEntry entry;
+    GraphCacheOutcome outcome = detail::capture_loop_entry(entry, stream, work, options_.mode, statistics_);
+    insert_new(key, std::move(entry));
+    return outcome;
   }
 
   /// The counts of each outcome so far, and the evictions.
@@ -330,6 +397,7 @@ class GraphCache {
     touch(found->second);
     detail::GraphCacheEntry& entry = found->second->entry;
     if (arguments == Arguments::unchanged) return detail::replay_entry(entry, stream, work, statistics_);
+    if (entry.loop) detail::throw_graph_cache_kind_mismatch(true, "GraphCache::update_and_run");
     return detail::capture_entry(entry, stream, work, options_.mode, statistics_);
   }
 
@@ -341,6 +409,11 @@ class GraphCache {
   GraphCacheOutcome run_new_key(StreamRef stream, const Key& key, detail::GraphWork work) {
     detail::GraphCacheEntry entry;
     GraphCacheOutcome outcome = detail::capture_entry(entry, stream, work, options_.mode, statistics_);
+    insert_new(key, std::move(entry));
+    return outcome;
+  }
+
+  void insert_new(const Key& key, detail::GraphCacheEntry entry) {
     recency_.push_front(Slot{key, std::move(entry)});
     try {
       index_.emplace(key, recency_.begin());
@@ -349,7 +422,6 @@ class GraphCache {
       throw;
     }
     if (recency_.size() > options_.capacity) evict_least_recent();
-    return outcome;
   }
 
   void evict_least_recent() {

@@ -20,7 +20,9 @@
 //   4. tells each buffer argument's tracker about the read or write on this stream, before
 //      the driver sees the launch (free while a buffer stays on one stream);
 //   5. calls cuLaunchKernel, or cuLaunchKernelEx when the configuration asks for clusters,
-//      a cooperative launch, a priority or programmatic dependent launch.
+//      a cooperative launch, a priority or programmatic dependent launch. A programmatic
+//      dependent launch whose buffers step 4 ordered across streams is submitted as a full
+//      dependency instead: a hand-off between streams is never programmatic (docs/launch.md).
 //
 // Thread safety: launch from any number of threads at once, with the same kernel handles.
 #pragma once

@@ -30,14 +30,56 @@ Resource graph_resource(CUgraph g, int device) { return Resource::of(ResourceKin
 // Clusters, cooperative launches and priorities are attributes of the node (the driver
 // documents them as valid for graph nodes). A node whose attributes the driver refused
 // is removed again: never a node that would run without what it was asked for.
+// Programmatic dependent launch is not among them: in a graph it is the type of the
+// node's incoming edges (add_programmatic_edges).
+void remove_node(CUgraphNode node, const Resource& res) {
+  CUresult d = cu.GraphDestroyNode(node);
+  if (d != CUDA_SUCCESS) park_driver_error(d, cu.GraphDestroyNode.name(), res, "add_kernel");
+}
+
 void set_kernel_node_attributes(CUgraphNode node, const detail::DriverLaunchConfig& launch, const Resource& res) {
   for (const CUlaunchAttribute& a : launch.attributes()) {
+    if (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) continue;
     CUresult r = cu.GraphKernelNodeSetAttribute(node, a.id, &a.value);
     if (r == CUDA_SUCCESS) continue;
-    CUresult d = cu.GraphDestroyNode(node);
-    if (d != CUDA_SUCCESS) park_driver_error(d, cu.GraphDestroyNode.name(), res, "add_kernel");
+    remove_node(node, res);
     check(r, cu.GraphKernelNodeSetAttribute.name(), res);
   }
+}
+
+// A programmatic dependent's dependencies, split by what the edge to each can be: a
+// kernel node's is programmatic (the dependent may start once every block of it has
+// triggered, cudaTriggerProgrammaticLaunchCompletion, or exited; it must wait,
+// cudaGridDependencySynchronize, before reading what that kernel wrote); any other node's
+// is a full dependency (the driver allows programmatic edges between kernels only).
+struct SplitDependencies {
+  std::vector<CUgraphNode> kernels;
+  std::vector<CUgraphNode> others;
+};
+
+SplitDependencies split_for_programmatic_edges(const Dependencies& after, const Resource& res) {
+  SplitDependencies split;
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    CUgraphNodeType type{};
+    checked_call(cu.GraphNodeGetType, res, after.data()[i], &type);
+    (type == CU_GRAPH_NODE_TYPE_KERNEL ? split.kernels : split.others).push_back(after.data()[i]);
+  }
+  return split;
+}
+
+// The programmatic edges into `node`; a node whose edges the driver refused is removed.
+void add_programmatic_edges(CUgraph graph, CUgraphNode node, const std::vector<CUgraphNode>& from,
+                            const Resource& res) {
+  if (from.empty()) return;
+  std::vector<CUgraphNode> to(from.size(), node);
+  CUgraphEdgeData edge{};
+  edge.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+  edge.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+  std::vector<CUgraphEdgeData> edges(from.size(), edge);
+  CUresult r = cu.GraphAddDependencies(graph, from.data(), to.data(), edges.data(), from.size());
+  if (r == CUDA_SUCCESS) return;
+  remove_node(node, res);
+  check(r, cu.GraphAddDependencies.name(), res);
 }
 
 CUcontext context_of(int device) {
@@ -112,6 +154,23 @@ std::vector<GraphNode> GraphRef::nodes() const {
   return out;
 }
 
+std::vector<GraphEdge> GraphRef::edges() const {
+  require_handle(cu.GraphGetEdges.name());
+  driver::require(driver::EntryId::GraphGetEdges, "GraphRef::edges (edges with their types)");
+  Resource res = graph_resource(handle_, device_);
+  std::size_t n = 0;
+  checked_call(cu.GraphGetEdges, res, handle_, nullptr, nullptr, nullptr, &n);
+  std::vector<CUgraphNode> from(n), to(n);
+  std::vector<CUgraphEdgeData> data(n);
+  if (n != 0) checked_call(cu.GraphGetEdges, res, handle_, from.data(), to.data(), data.data(), &n);
+  std::vector<GraphEdge> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back({GraphNode(from[i], device_), GraphNode(to[i], device_),
+                   data[i].type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC});
+  return out;
+}
+
 std::vector<GraphNode> GraphRef::kernel_nodes() const {
   std::vector<GraphNode> out;
   for (GraphNode n : nodes())
@@ -167,10 +226,6 @@ GraphNode GraphRef::add_kernel_node(const Function* function, CUfunction raw, co
     throw InvalidArgument("add_kernel: kernel '" + function->name() + "' is loaded on device " +
                           std::to_string(function->device_ordinal()) + ", the graph belongs to device " +
                           std::to_string(device_));
-  if (config.programmatic_dependent_launch)
-    throw InvalidArgument("add_kernel: programmatic dependent launch is a property of a launch on a stream, not of a "
-                          "graph node (the driver accepts it for launches only); in a graph it is an edge between "
-                          "two kernel nodes: capture the two launches, which the driver turns into such an edge");
   // A typed or Function node gets the checks a launch gets (the limits are known); a raw
   // CUfunction's limits are not, and the driver checks it at instantiation.
   if (function != nullptr) detail::check_launch_config(function->state(), config);
@@ -183,15 +238,26 @@ GraphNode GraphRef::add_kernel_node(const Function* function, CUfunction raw, co
   if (function == nullptr && sizes != nullptr) detail::check_raw_arguments(handle, device_, sizes, count);
   Resource res = graph_resource(handle_, device_);
   check_not_poisoned(cu.GraphAddKernelNode.name(), res);
+  if (config.programmatic_dependent_launch)
+    driver::require(driver::EntryId::GraphAddDependencies, "a programmatic dependent kernel node (programmatic edges)");
   context_of(device_);
+  // A programmatic dependent is added after its full dependencies only; its edges from
+  // kernel nodes follow as programmatic ones.
+  SplitDependencies split;
+  if (config.programmatic_dependent_launch) split = split_for_programmatic_edges(after, res);
   // The node's buffers and module are kept before the node exists: never a node without them.
   for (std::size_t i = 0; i < count; ++i) resources_->add_use(uses[i].allocation, uses[i].access);
   if (function != nullptr) resources_->keep(std::make_shared<const Function>(*function));
   const detail::DriverLaunchConfig launch(config, nullptr);
   CUDA_KERNEL_NODE_PARAMS p = launch.kernel_node_params(handle, count == 0 ? nullptr : params);
   CUgraphNode node = nullptr;
-  checked_call(cu.GraphAddKernelNode, res, &node, handle_, after.data(), after.size(), &p);
+  if (config.programmatic_dependent_launch)
+    checked_call(cu.GraphAddKernelNode, res, &node, handle_, split.others.empty() ? nullptr : split.others.data(),
+                 split.others.size(), &p);
+  else
+    checked_call(cu.GraphAddKernelNode, res, &node, handle_, after.data(), after.size(), &p);
   set_kernel_node_attributes(node, launch, res);
+  if (config.programmatic_dependent_launch) add_programmatic_edges(handle_, node, split.kernels, res);
   return GraphNode(node, device_);
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "cudakit/error.hpp"
+#include "driver/profiler_names.hpp"
 #include "driver/thread_words.hpp"
 
 namespace cudakit::detail {
@@ -35,6 +36,7 @@ void discard(Capture& scope) {
 
 CaptureAttempt capture_work(StreamRef stream, GraphWork work, CaptureMode mode) {
   CaptureAttempt attempt;
+  profiler::Range range(profiler::Activity::graph_cache_capture);
   Capture scope(stream, mode);  // a stream that cannot begin a capture is the caller's error: it propagates
   try {
     work(stream);
@@ -76,6 +78,7 @@ GraphCacheOutcome update_or_instantiate(GraphCacheEntry& entry, Graph graph, Gra
     return GraphCacheOutcome::captured;
   }
   try {
+    profiler::Range range(profiler::Activity::graph_cache_update);
     entry.executable.update(graph);
     return GraphCacheOutcome::updated;
   } catch (const GraphUpdateError&) {
@@ -103,6 +106,7 @@ GraphCacheOutcome replay_entry(GraphCacheEntry& entry, StreamRef stream, GraphWo
                                GraphCacheStatistics& statistics) {
   if (!entry.executable) [[unlikely]]
     return run_eagerly(stream, work, statistics);
+  profiler::Range range(profiler::Activity::graph_cache_hit);
   entry.executable.launch(stream);
   ++statistics.hits;
   return GraphCacheOutcome::hit;
@@ -126,6 +130,42 @@ GraphCacheOutcome capture_entry(GraphCacheEntry& entry, StreamRef stream, GraphW
   entry.executable.launch(stream);
   count(outcome, statistics);
   return outcome;
+}
+
+GraphCacheOutcome capture_loop_entry(GraphCacheEntry& entry, StreamRef stream, LoopWork step, CaptureMode mode,
+                                     GraphCacheStatistics& statistics) {
+  // The condition belongs to the outer graph and exists before the step is captured: the
+  // step's kernels take its handle as an argument. It starts at 1 at every launch, so
+  // each launch runs the body at least once.
+  Graph outer(Device::get(stream.device_ordinal()));
+  const ConditionalHandle loop = outer.make_condition(1, ConditionStart::default_each_launch);
+  auto body = [&](StreamRef s) { step(s, loop); };
+  CaptureAttempt attempt = capture_work(stream, GraphWork(body), mode);
+  if (!attempt.graph) {
+    if (attempt.work_ran)
+      throw CaptureError("GraphCache::run_loop: the step submitted nothing to the stream it was given, so there is no "
+                         "loop body to run (it ran once, outside any graph)");
+    throw CaptureError("GraphCache::run_loop: the step cannot be captured, and a device-side loop has no eager "
+                       "stand-in: " + attempt.not_capturable);
+  }
+  // The captured step becomes the while node's body (a child graph: the outer graph keeps
+  // what the step's nodes touch alive).
+  ConditionalNode node = outer.add_while(loop);
+  node.body.add_child(*attempt.graph);
+  entry.executable = GraphExec(outer);
+  entry.graph = std::move(outer);
+  entry.loop = true;
+  entry.executable.launch(stream);
+  ++statistics.captures;
+  return GraphCacheOutcome::captured;
+}
+
+void throw_graph_cache_kind_mismatch(bool entry_is_loop, const char* call) {
+  if (entry_is_loop)
+    throw InvalidArgument(std::string(call) + ": the key holds a device-side loop (run_loop), whose step takes the "
+                          "loop's condition; erase the key and call run_loop with the new step instead");
+  throw InvalidArgument(std::string(call) + ": the key holds work captured by run or update_and_run; a key is "
+                        "either a loop or plain work: use another key for the loop, or erase this one first");
 }
 
 void check_graph_cache_capacity(std::size_t capacity) {

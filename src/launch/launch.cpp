@@ -9,6 +9,7 @@
 #include "launch/driver_launch_config.hpp"
 #include "cudakit/peer_access.hpp"
 #include "launch/module_loading.hpp"
+#include "stream/event_pool.hpp"
 
 namespace cudakit {
 
@@ -165,6 +166,13 @@ void check_launch_config(FunctionState& f, const LaunchConfig& c) {
                   f.compute_capability.arch());
 }
 
+namespace {
+// The cross-stream waits made on this thread when a programmatic dependent launch was
+// prepared (step 1), compared when it is submitted (step 5): ordering its buffers in
+// between (step 4) on this thread made any wait between the two.
+thread_local std::uint64_t waits_at_programmatic_prepare = 0;
+}  // namespace
+
 void prepare_launch(FunctionState& f, StreamRef stream, const LaunchConfig& c) {
   stream.require_handle(cu.LaunchKernel.name());
   if (stream.device_ordinal() != f.device) [[unlikely]]
@@ -177,8 +185,10 @@ void prepare_launch(FunctionState& f, StreamRef stream, const LaunchConfig& c) {
                     g.z - 1u < f.max_grid[2] &&
                     c.shared_memory_bytes <= f.dynamic_shared_limit.load(std::memory_order_relaxed);
   check_not_poisoned(cu.LaunchKernel.name(), Resource::of(ResourceKind::kernel, f.function, f.device, f.label.c_str()));
-  if (!fits || c.has_attributes() || f.cluster_size_must_be_set) [[unlikely]]
+  if (!fits || c.has_attributes() || f.cluster_size_must_be_set) [[unlikely]] {
     check_launch_config(f, c);
+    if (c.programmatic_dependent_launch) waits_at_programmatic_prepare = cross_stream_waits_on_this_thread();
+  }
   ContextRef(f.context, f.device).make_current();  // DESIGN 8: no driver call when already current
 }
 
@@ -200,7 +210,17 @@ void submit_launch(const FunctionState& f, StreamRef stream, const LaunchConfig&
     note_last_launch(f, stream);
     return;
   }
-  DriverLaunchConfig driver_config(c, stream.handle());
+  // A programmatic dependent whose buffers were handed over from another stream (step 4
+  // waited for that stream) is submitted as a full dependency: a hand-off between streams
+  // is never a programmatic edge (docs/launch.md).
+  const bool handed_over =
+      c.programmatic_dependent_launch && cross_stream_waits_on_this_thread() != waits_at_programmatic_prepare;
+  LaunchConfig full;
+  if (handed_over) {
+    full = c;
+    full.programmatic_dependent_launch = false;
+  }
+  DriverLaunchConfig driver_config(handed_over ? full : c, stream.handle());
   CUresult r = cu.LaunchKernelEx(&driver_config.config(), f.function, params, nullptr);
   if (r != CUDA_SUCCESS) [[unlikely]]
     check(r, cu.LaunchKernelEx.name(), Resource::of(ResourceKind::kernel, f.function, f.device, f.label.c_str()));

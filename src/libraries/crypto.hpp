@@ -1,5 +1,5 @@
 // Internal: the few primitives the authenticated TCP rendezvous needs, from OpenSSL's
-// libcrypto, opened at run time like every library cudakit uses (DESIGN 8.20): HMAC with
+// libcrypto, opened at run time like every library cudakit uses (DESIGN 8.22): HMAC with
 // SHA-256, random bytes from the system's generator, and a comparison whose time does not
 // depend on where two byte strings differ. No hash or MAC is written here.
 //

@@ -180,12 +180,18 @@ struct ThreadEventCache {
 };
 
 thread_local ThreadEventCache thread_events;
+thread_local std::uint64_t cross_stream_waits = 0;
 
 }  // namespace
 
 void flush_thread_event_cache() noexcept { thread_events.flush(); }
 
+std::uint64_t cross_stream_waits_on_this_thread() noexcept { return cross_stream_waits; }
+
+void count_cross_stream_wait() noexcept { ++cross_stream_waits; }
+
 void order_after(CUstream to, CUstream from, int device) {
+  count_cross_stream_wait();
   std::uint64_t generation = device_state(device).generation;
   CUevent e = thread_events.take(device, generation);
   if (e == nullptr) e = acquire_pooled_event(device);

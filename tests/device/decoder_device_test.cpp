@@ -1,5 +1,6 @@
 // The decoder workload (examples/decoder) on the GPU: its steps through the graph cache
-// must equal the same steps launched one by one, bit for bit.
+// must equal the same steps launched one by one, bit for bit, and so must its steps in
+// one device-side loop.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -82,6 +83,41 @@ class DecoderTest : public cudakit::testing::GpuTest {
       EXPECT_FALSE(std::equal(h.begin() + s * d, h.begin() + (s + 1) * d, h.begin() + (s - 1) * d)) << "step " << s;
   }
 };
+
+// Steps in one device-side loop (Session::step_loop) give the tokens of the same steps
+// through the graph cache one launch each, at batch 1 and 4, twice (a replay of the loop).
+TEST_F(DecoderTest, StepsInOneDeviceSideLoopEqualOneStepPerLaunch) {
+  if (!cudakit::driver::has(cudakit::driver::EntryId::GraphConditionalHandleCreate))
+    GTEST_SKIP() << "driver without conditional nodes";
+  cudakit::Stream stream(device());
+  const decoder::Config config{.layers = 2, .d_model = 256, .heads = 4, .head_dim = 64, .ffn = 1024, .vocab = 4096,
+                               .max_positions = 256};
+  const decoder::Model model(decoder::random_weights(config), stream);
+  const decoder::Inputs inputs = decoder::random_inputs(config, 4, 32, 1);
+  const int steps = 12;
+  for (int batch : {1, 4}) {
+    const std::vector<std::int32_t> prompts = decoder::batch_prompts(inputs, batch, 0);
+    Session per_launch(model, stream, {batch, inputs.prompt_length, steps});
+    const decoder::Generation expected =
+        decoder::generate(per_launch, prompts, batch, inputs.prompt_length, steps + 1, StepMode::cached);
+    Session looped(model, stream, {batch, inputs.prompt_length, steps});
+    for (int round = 0; round < 2; ++round) {
+      decoder::Generation g;
+      g.steps = steps + 1;
+      decoder::generate_start(looped, prompts, batch, inputs.prompt_length, StepMode::cached, g);
+      EXPECT_EQ(looped.step_loop(batch, steps), round == 0 ? cudakit::GraphCacheOutcome::captured
+                                                            : cudakit::GraphCacheOutcome::hit);
+      std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch * steps));
+      looped.read_loop_tokens(batch, steps, tokens);
+      for (int s = 0; s < steps; ++s)
+        for (int b = 0; b < batch; ++b)
+          EXPECT_EQ(tokens[static_cast<std::size_t>(s * batch + b)],
+                    expected.tokens[static_cast<std::size_t>(b) * (steps + 2) + 2 + s])
+              << "batch " << batch << ", round " << round << ", step " << s << ", sequence " << b;
+      EXPECT_EQ(looped.read_position(), inputs.prompt_length + 1 + steps) << "the loop advanced the position";
+    }
+  }
+}
 
 TEST_F(DecoderTest, EightGraphCacheStepsAtBatchOneEqualTheEagerSteps) {
   expect_graph_cache_steps_equal_eager_steps(decoder::Config{});

@@ -189,6 +189,18 @@ const bool graph_ops = sweep::add("graphs", {
        ConditionalNode loop = g.add_while(g.make_condition(0));
        loop.body.add_kernel(fill_kernel(s), one_block, buffer(s, "y"), 1.0f, n);
      }},
+    {"Graph::add_kernel (programmatic dependent: programmatic edges)", [](Scene& s) {
+       OneKernel& k = one_kernel(s);
+       LaunchConfig dependent = one_block;
+       dependent.programmatic_dependent_launch = true;
+       k.graph.add_kernel({k.node}, fill_kernel(s), dependent, buffer(s, "x"), 2.0f, n);
+     }},
+    {"Graph::edges", [](Scene& s) { (void)mixed_graph(s).edges(); }},
+    {"launch (programmatic dependent, after a hand-off from another stream)", [](Scene& s) {
+       LaunchConfig dependent = one_block;
+       dependent.programmatic_dependent_launch = true;
+       launch(s.stream(1), fill_kernel(s), dependent, buffer(s, "y"), 2.0f, n);
+     }},
     {"Graph::clone", [](Scene& s) { Graph c = mixed_graph(s).clone(); }},
     {"Graph::node_count, nodes, kernel_nodes, GraphNode::type", [](Scene& s) {
        Graph& g = mixed_graph(s);

@@ -43,6 +43,7 @@ struct Node {
   std::string what;
   CUgraph graph = nullptr;
   std::vector<CUgraphNode> deps;
+  std::vector<CUgraphEdgeData> edges;  // one per dependency: its type and ports (zero: a full one)
   std::function<CUresult(CUstream)> replay;  // captured operations, copies, fills
   // kernel nodes
   CUfunction function = nullptr;
@@ -166,6 +167,7 @@ CUgraphNode add_node(CUgraph g, Node node, const CUgraphNode* deps, std::size_t 
   auto n = new_handle<CUgraphNode>();
   node.graph = g;
   node.deps.assign(deps, deps + count);
+  if (node.edges.size() != count) node.edges.assign(count, CUgraphEdgeData{});
   A().nodes[n] = std::move(node);
   A().graphs[g].nodes.push_back(n);
   return n;
@@ -617,8 +619,12 @@ CUresult GraphDestroyNode(CUgraphNode node) {
   auto& nodes = git->second.nodes;
   nodes.erase(std::remove(nodes.begin(), nodes.end(), node), nodes.end());
   for (CUgraphNode other : nodes) {
-    auto& deps = A().nodes[other].deps;
-    deps.erase(std::remove(deps.begin(), deps.end(), node), deps.end());
+    Node& o = A().nodes[other];
+    for (std::size_t i = o.deps.size(); i-- > 0;)
+      if (o.deps[i] == node) {
+        o.deps.erase(o.deps.begin() + static_cast<std::ptrdiff_t>(i));
+        o.edges.erase(o.edges.begin() + static_cast<std::ptrdiff_t>(i));
+      }
   }
   A().nodes.erase(it);
   delete_handle(node);
@@ -787,6 +793,49 @@ CUresult GraphAddNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size
   return CUDA_SUCCESS;
 }
 
+// Edges with their data (CUDA 12.3+). A programmatic edge joins two kernel nodes and
+// leaves its source through the programmatic or launch-order port, as the driver requires.
+CUresult GraphAddDependencies(CUgraph g, const CUgraphNode* from, const CUgraphNode* to, const CUgraphEdgeData* data,
+                              size_t count) {
+  std::lock_guard l(D().mutex);
+  if (!A().graphs.count(g) || (count != 0 && (!from || !to))) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_deps(g, from, count) || !valid_deps(g, to, count)) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; ++i) {
+    CUgraphEdgeData e = data ? data[i] : CUgraphEdgeData{};
+    if (from[i] == to[i]) return CUDA_ERROR_INVALID_VALUE;
+    if (e.type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC &&
+        (A().nodes[from[i]].type != CU_GRAPH_NODE_TYPE_KERNEL || A().nodes[to[i]].type != CU_GRAPH_NODE_TYPE_KERNEL ||
+         (e.from_port != CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC && e.from_port != CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER)))
+      return CUDA_ERROR_INVALID_VALUE;
+    const auto& deps = A().nodes[to[i]].deps;
+    if (std::find(deps.begin(), deps.end(), from[i]) != deps.end()) return CUDA_ERROR_INVALID_VALUE;  // a duplicate
+  }
+  for (size_t i = 0; i < count; ++i) {
+    Node& n = A().nodes[to[i]];
+    n.deps.push_back(from[i]);
+    n.edges.push_back(data ? data[i] : CUgraphEdgeData{});
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult GraphGetEdges(CUgraph g, CUgraphNode* from, CUgraphNode* to, CUgraphEdgeData* data, size_t* count) {
+  std::lock_guard l(D().mutex);
+  if (!count || !A().graphs.count(g) || (from == nullptr) != (to == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  std::size_t total = 0;
+  for (CUgraphNode n : A().graphs[g].nodes) {
+    const Node& node = A().nodes[n];
+    for (std::size_t i = 0; i < node.deps.size(); ++i, ++total) {
+      if (from == nullptr || total >= *count) continue;
+      from[total] = node.deps[i];
+      to[total] = n;
+      if (data) data[total] = node.edges[i];
+    }
+  }
+  if (from != nullptr && *count < total) return CUDA_ERROR_INVALID_VALUE;  // (the driver: CUDA_ERROR_LOSSY_QUERY)
+  *count = total;
+  return CUDA_SUCCESS;
+}
+
 CUresult instantiate(CUgraphExec* out, CUgraph g, unsigned long long flags, CUgraphNode* error_node,
                      CUgraphInstantiateResult* result) {
   std::lock_guard l(D().mutex);
@@ -893,7 +942,7 @@ CUresult GraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo* 
       if (a.deps.size() != b.deps.size())
         return fail(CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, next[i], b.deps.empty() ? nullptr : b.deps[0]);
       for (std::size_t d = 0; d < a.deps.size(); ++d)
-        if (position_now[a.deps[d]] != position_next[b.deps[d]])
+        if (position_now[a.deps[d]] != position_next[b.deps[d]] || a.edges[d].type != b.edges[d].type)
           return fail(CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, next[i], b.deps[d]);
       if (a.type == CU_GRAPH_NODE_TYPE_KERNEL && a.function != b.function)
         return fail(CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE, next[i], nullptr);
@@ -935,7 +984,7 @@ CUresult GraphDebugDotPrint(CUgraph g, const char* path, unsigned) {
 // ---- for the other area files ----
 
 bool capture_operation(CUstream s, CUgraphNodeType type, const char* what, std::function<CUresult(CUstream)> replay,
-                       CUresult* result) {
+                       CUresult* result, bool programmatic) {
   std::lock_guard l(D().mutex);
   Membership* m = membership(s);
   if (m == nullptr) return false;
@@ -948,6 +997,16 @@ bool capture_operation(CUstream s, CUgraphNodeType type, const char* what, std::
   n.what = std::string("captured ") + what;
   n.replay = std::move(replay);
   std::vector<CUgraphNode> deps = m->frontier;
+  // A programmatic dependent launch (CUDA 12.3+ capture): its edges from kernel nodes are
+  // programmatic, from any other node full.
+  for (CUgraphNode d : deps) {
+    CUgraphEdgeData e{};
+    if (programmatic && type == CU_GRAPH_NODE_TYPE_KERNEL && A().nodes[d].type == CU_GRAPH_NODE_TYPE_KERNEL) {
+      e.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+      e.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+    }
+    n.edges.push_back(e);
+  }
   CUgraphNode node = add_node(m->capture->graph, std::move(n), deps.data(), deps.size());
   m->frontier = {node};
   *result = CUDA_SUCCESS;
@@ -1058,6 +1117,15 @@ void kernel_access(std::uintptr_t begin, std::size_t bytes, bool write, const ch
   D().access(tl_replay_stream, begin, bytes, write, what);
 }
 
+std::optional<CUgraphEdgeData> edge_between(CUgraphNode from, CUgraphNode to) {
+  std::lock_guard l(D().mutex);
+  auto it = A().nodes.find(to);
+  if (it == A().nodes.end()) return std::nullopt;
+  for (std::size_t i = 0; i < it->second.deps.size(); ++i)
+    if (it->second.deps[i] == from) return it->second.edges[i];
+  return std::nullopt;
+}
+
 std::optional<CUlaunchAttributeValue> kernel_node_attribute(CUgraphNode node, CUlaunchAttributeID id) {
   std::lock_guard l(D().mutex);
   auto it = A().nodes.find(node);
@@ -1118,6 +1186,24 @@ void end_every_capture() {
   A().captures.clear();
 }
 
+void stream_destroyed_while_capturing(CUstream s) {
+  std::lock_guard l(D().mutex);
+  if (!g_area) return;
+  Membership* m = membership(s);
+  if (m == nullptr) return;
+  Capture* c = m->capture;
+  invalidate(c);
+  if (c->origin != s) {  // a fork: it leaves the capture, which fails at its end
+    c->members.erase(s);
+    A().capturing.erase(s);
+    return;
+  }
+  // The origin: nobody can end the capture any more; it goes with its partial graph.
+  leave_capture(c);
+  destroy_graph(c->graph);
+  A().captures.erase(c->id);
+}
+
 bool defer_host_function_behind_replays(CUhostFn fn, void* data) {
   std::lock_guard l(D().mutex);
   if (!g_area || !A().defer || A().pending.empty()) return false;
@@ -1161,6 +1247,8 @@ void register_graphs(Driver& d) {
   d.implement<E::GraphAddEmptyNode>(&GraphAddEmptyNode);
   d.implement<E::GraphAddNode>(&GraphAddNode);
   d.implement<E::GraphConditionalHandleCreate>(&GraphConditionalHandleCreate);
+  d.implement<E::GraphAddDependencies>(&GraphAddDependencies);
+  d.implement<E::GraphGetEdges>(&GraphGetEdges);
 }
 
 }  // namespace cudakit::fake

@@ -473,7 +473,11 @@ CUresult launch(CUfunction fn, const unsigned grid[3], const unsigned block[3], 
       return launch(fn, g.data(), b.data(), shared, on, pointers.empty() ? nullptr : pointers.data(), nullptr,
                     attributes.data(), static_cast<unsigned>(attributes.size()), through_ex);
     };
-    if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_KERNEL, "cuLaunchKernel", replay, &r)) return r;
+    bool programmatic = false;
+    for (const CUlaunchAttribute& a : attributes)
+      if (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION && a.value.programmaticStreamSerializationAllowed)
+        programmatic = true;
+    if (CUresult r; capture_operation(s, CU_GRAPH_NODE_TYPE_KERNEL, "cuLaunchKernel", replay, &r, programmatic)) return r;
   }
   FakeLaunch launch;
   launch.kernel = k.name;
