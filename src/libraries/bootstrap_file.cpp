@@ -1,7 +1,8 @@
 // The file rendezvous (bootstrap.hpp): rank 0 writes the id to a file, each other rank
 // reads it and leaves a marker "<path>.rank<r>"; rank 0 waits for every marker, then
 // removes the file and the markers, which tells the others that everyone arrived. On a
-// deadline rank 0 writes its error to "<path>.failed" first.
+// deadline rank 0 writes its error to "<path>.failed" and leaves the markers, which each
+// rank removes once it has read the error (or its own deadline passed).
 //
 // The folder may be shared with other users (a cluster's scratch filesystem), so every
 // file is made as the only one of its name (O_EXCL), never through a symbolic link
@@ -177,7 +178,9 @@ UniqueId lead(const std::string& path, int ranks, std::chrono::milliseconds time
     } catch (const BootstrapError&) {
       // The others then time out on their own deadline; rank 0's error says why.
     }
-    remove_everything(path, ranks);
+    // The markers stay: a rank whose marker is removed takes it that every rank arrived.
+    // Each rank removes its own once it has seen the failure (or its deadline passed).
+    remove_quietly(path);
     throw BootstrapError(text, missing);
   }
   remove_everything(path, ranks);
@@ -208,13 +211,18 @@ UniqueId follow(const std::string& path, int rank, int ranks, std::chrono::milli
   if (made.fd() < 0)
     throw BootstrapError(who + ": " + marker(path, rank) + " exists: another process arrived as rank " +
                          std::to_string(rank) + " (a rank arrived twice)");
-  while (exists(marker(path, rank))) {
-    if (Clock::now() >= deadline + verdict_grace)
+  // Rank 0 removes the marker once every rank arrived; on a failure it leaves it and
+  // writes its verdict to <path>.failed.
+  while (exists(marker(path, rank)) && !exists(failed_file(path))) {
+    if (Clock::now() >= deadline + verdict_grace) {
+      remove_quietly(marker(path, rank));
       throw BootstrapError(who + ": rank 0 did not see every rank arrive within " + detail::duration_words(timeout) +
                            " (it waits for every rank: one has not arrived)");
+    }
     std::this_thread::sleep_for(poll_interval);
   }
   if (exists(failed_file(path))) {
+    remove_quietly(marker(path, rank));
     std::string failure = read_bounded(failed_file(path), true, why);
     throw BootstrapError(who + ": the rendezvous failed; " +
                          (why.empty() ? wire::printable(failure) : failed_file(path) + " " + why));

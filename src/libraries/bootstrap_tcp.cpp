@@ -230,11 +230,16 @@ void accept_waiting(int listener, std::deque<Pending>& pending, Refusals& refusa
 // What the bytes from a connection are: nullopt while a hello may still come; else the
 // hello that proved the secret, or (in `why`) the reason the connection is refused.
 std::optional<wire::Hello> judge(const Pending& p, Key key, std::string& why) {
-  if (p.got.size() > wire::hello_bytes) {
+  const std::span<const unsigned char> got(p.got);
+  if (!wire::could_begin_hello(got.first(std::min<std::size_t>(got.size(), 4)))) {
+    why = wire::decode_hello(got).problem;  // garbage: says what it starts with
+    return std::nullopt;
+  }
+  if (got.size() > wire::hello_bytes) {
     why = "it sent more than a hello (" + std::to_string(wire::hello_bytes) + " bytes)";
     return std::nullopt;
   }
-  if (p.got.size() < wire::hello_bytes && wire::could_begin_hello(p.got)) return std::nullopt;  // wait for the rest
+  if (got.size() < wire::hello_bytes) return std::nullopt;  // a hello's start so far: wait for the rest
   auto hello = wire::decode_hello(p.got);
   if (!hello.value) {
     why = hello.problem;
