@@ -177,6 +177,8 @@ def table(merged):
     lines.append(f"decoder: {merged['device']}, cudakit {merged['cudakit_version']}, PyTorch {r['pytorch']['torch']}; "
                  f"prompt {r['cudakit']['prompt_length']}, {r['cudakit']['generated_tokens']} generated tokens, "
                  f"{r['cudakit']['rounds']} rounds (medians)")
+    lines.append(f"cudakit: programmatic dependent launch {r['cudakit'].get('programmatic_dependent_launch')}, "
+                 f"small-batch GEMV {r['cudakit'].get('small_batch_gemv')} (CUDAKIT_DECODER_PDL, CUDAKIT_DECODER_GEMV)")
     lines.append("")
     lines.append(f"{'batch':>5}  {'arm':<24} {'tokens/s':>10} {'step p50 us':>12} {'step p99 us':>12} "
                  f"{'first step ms':>14}")

@@ -162,20 +162,51 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
                                      .shared_memory_bytes = Kernels::prefill_shared_bytes(length),
                                      .allow_large_shared_memory = true}
              : cudakit::LaunchConfig{.grid = {c.heads, batch}, .block = Kernels::attention_threads};
+  // Decode steps of at most 8 sequences may stream the weights through the GEMV kernel,
+  // with the layer norms fused into it (Kernels::small_batch_gemv).
+  const bool gemv = !prompt && k.small_batch_gemv && rows <= Kernels::gemv_max_rows;
+  const cudakit::DeviceSpan<const bf16> none{};
+  auto small_gemm = [&](cudakit::DeviceSpan<const bf16> in, cudakit::DeviceSpan<const bf16> gamma,
+                        cudakit::DeviceSpan<const bf16> beta, cudakit::DeviceSpan<const bf16> weight,
+                        cudakit::DeviceSpan<const bf16> bias, cudakit::DeviceSpan<const bf16> residual,
+                        cudakit::DeviceSpan<bf16> out, int n_out, int k_in, bool gelu) {
+    const int group = n_out <= 1024 ? 4 : 2;  // warps per output column: enough blocks for every SM
+    const int columns_per_block = static_cast<int>(Kernels::gemv_threads / 32) / group;
+    cudakit::LaunchConfig shape{.grid = (n_out + columns_per_block - 1) / columns_per_block,
+                                .block = Kernels::gemv_threads,
+                                .shared_memory_bytes = static_cast<std::size_t>(rows) * k_in * sizeof(bf16),
+                                .allow_large_shared_memory = true};
+    cudakit::launch(stream, k.gemv_bias, k.dependent(shape), in, gamma, beta, weight, bias, residual, out, rows, n_out,
+                    k_in, group, gelu ? 1 : 0);
+  };
   for (int l = 0; l < c.layers; ++l) {
     const LayerWeights& w = model_.layer(l);
+    auto keys = layer_cache(key_cache_, l), values = layer_cache(value_cache_, l);
+    if (gemv) {
+      // ln1 is fused into the QKV GEMV (layer 0's came with the embedding), ln2 into the up-projection.
+      const cudakit::DeviceSpan<const bf16> xs(x), normed_in(normed);
+      small_gemm(l == 0 ? normed_in : xs, l == 0 ? none : w.ln1_weight, l == 0 ? none : w.ln1_bias, w.qkv_weight,
+                 w.qkv_bias, none, qkv, 3 * c.d_model, c.d_model, false);
+      cudakit::launch(stream, k.decode_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv),
+                      keys, values, position, attention, c.max_positions);
+      small_gemm(cudakit::DeviceSpan<const bf16>(attention), none, none, w.out_weight, w.out_bias, xs, x, c.d_model,
+                 c.d_model, false);
+      small_gemm(xs, w.ln2_weight, w.ln2_bias, w.up_weight, w.up_bias, none, ffn_values, c.ffn, c.d_model, true);
+      small_gemm(cudakit::DeviceSpan<const bf16>(ffn_values), none, none, w.down_weight, w.down_bias, xs, x, c.d_model,
+                 c.ffn, false);
+      continue;
+    }
     if (l > 0)
       cudakit::launch(stream, k.layer_norm, k.dependent({rows, norm_threads}), cudakit::DeviceSpan<const bf16>(x),
                       c.d_model, w.ln1_weight, w.ln1_bias, normed);
     lt_.matmul(normed, w.qkv_weight, w.qkv_bias, qkv, {.m = m, .n = 3 * dm, .k = dm, .transpose_b = true},
                Epilogue::bias);
-    auto keys = layer_cache(key_cache_, l), values = layer_cache(value_cache_, l);
     if (prompt)
-      cudakit::launch(stream, k.prefill_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv), keys, values,
-                      attention, length, c.max_positions);
+      cudakit::launch(stream, k.prefill_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv),
+                      keys, values, attention, length, c.max_positions);
     else
-      cudakit::launch(stream, k.decode_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv), keys, values,
-                      position, attention, c.max_positions);
+      cudakit::launch(stream, k.decode_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv),
+                      keys, values, position, attention, c.max_positions);
     // The residual add rides in the epilogue: x = 1·(a·Woᵀ) + 1·x + b.
     lt_.matmul(attention, w.out_weight, w.out_bias, x,
                {.m = m, .n = dm, .k = dm, .transpose_b = true, .beta = 1.0}, Epilogue::bias);
@@ -199,8 +230,8 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   // hang on the last bit of the hidden state.
   blas_.gemm(cudakit::DeviceSpan<const bf16>(hidden), model_.lm_head(), logits,
              {.m = batch, .n = c.vocab, .k = dm, .transpose_b = true});
-  cudakit::launch(stream, k.argmax_tokens, k.dependent({batch, Kernels::argmax_threads}), cudakit::DeviceSpan<const float>(logits),
-                  c.vocab, tokens_.first(b), position_.span(), length);
+  cudakit::launch(stream, k.argmax_tokens, k.dependent({batch, Kernels::argmax_threads}),
+                  cudakit::DeviceSpan<const float>(logits), c.vocab, tokens_.first(b), position_.span(), length);
 }
 
 cudakit::GraphCacheOutcome Session::step_loop(int batch, int steps) {

@@ -346,6 +346,108 @@ argmax_tokens(const float* logits, int vocab, int* next_tokens, int* position, i
   }
 }
 
+// The small-batch GEMM of a decode step, y = epilogue(x · Wᵀ + b), for at most
+// GEMV_MAX_ROWS rows: a weight-streaming GEMV (the rows of x are few, so each weight is
+// read once and used for every row). W is [n][k] row-major, read in 16-byte words;
+// x is staged in shared memory as bf16 (at most 8 · 3072 · 2 = 48 KiB), optionally
+// layer-normed on the way in (gamma non-null: x is the residual stream, the layer norm
+// of the next layer fused into its first GEMM). `group` warps share each output
+// column (a split of k inside the block, summed through shared memory), so that even a
+// 768-wide output fills the multiprocessors (768 / (8 / 4) = 384 blocks). The epilogue
+// is cuBLASLt's: the fp32 sum plus the bias, plus the residual (residual non-null; it may
+// be `out` itself), then GELU (gelu non-zero), rounded to bf16 once.
+#define GEMV_THREADS 256
+#define GEMV_WARPS (GEMV_THREADS / WARP)
+#define GEMV_MAX_ROWS 8
+
+__device__ __forceinline__ float gelu_tanh(float v) {
+  const float inner = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+  return 0.5f * v * (1.0f + tanhf(inner));
+}
+
+extern "C" __global__ void __launch_bounds__(GEMV_THREADS)
+gemv_bias(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, const bf16* residual,
+          bf16* out, int rows, int n, int k, int group, int gelu) {
+  extern __shared__ uint4 staged[];  // [rows][k / 8]
+  __shared__ float partial[GEMV_WARPS][GEMV_MAX_ROWS];
+  __shared__ float scratch[WARP];
+  const int tid = threadIdx.x, warp = tid / WARP, lane = tid % WARP;
+  const int words = k / 8;
+  const int column = blockIdx.x * (GEMV_WARPS / group) + warp / group;
+  const int member = warp % group;  // this warp's share of k
+  const uint4* weights = reinterpret_cast<const uint4*>(w + (long long)(column < n ? column : 0) * k);
+
+  // The weights depend on nothing earlier in the step: their first words are in flight
+  // before the wait for the kernel that wrote x.
+  uint4 first = make_uint4(0, 0, 0, 0);
+  const int start = member * WARP + lane, stride = group * WARP;
+  if (column < n && start < words) first = weights[start];
+  cudakit::device::wait_for_predecessors();
+
+  for (int i = tid; i < rows * words; i += GEMV_THREADS)
+    staged[i] = reinterpret_cast<const uint4*>(x)[(long long)(i / words) * words + i % words];
+  __syncthreads();
+  if (gamma != nullptr) {
+    // Layer norm of each row in place (PyTorch's formula, fp32, the biased variance).
+    for (int r = 0; r < rows; ++r) {
+      float s = 0.0f;
+      for (int c = tid; c < words; c += GEMV_THREADS) {
+        float v[8];
+        unpack8(staged[r * words + c], v);
+        for (int j = 0; j < 8; ++j) s += v[j];
+      }
+      const float mean = block_sum(s, scratch) / k;
+      float q = 0.0f;
+      for (int c = tid; c < words; c += GEMV_THREADS) {
+        float v[8];
+        unpack8(staged[r * words + c], v);
+        for (int j = 0; j < 8; ++j) q += (v[j] - mean) * (v[j] - mean);
+      }
+      const float rstd = rsqrtf(block_sum(q, scratch) / k + LAYER_NORM_EPS);
+      for (int c = tid; c < words; c += GEMV_THREADS) {
+        float v[8], g[8], b[8];
+        unpack8(staged[r * words + c], v);
+        unpack8(reinterpret_cast<const uint4*>(gamma)[c], g);
+        unpack8(reinterpret_cast<const uint4*>(beta)[c], b);
+        for (int j = 0; j < 8; ++j) v[j] = (v[j] - mean) * rstd * g[j] + b[j];
+        staged[r * words + c] = pack8(v);
+      }
+      __syncthreads();
+    }
+  }
+
+  float acc[GEMV_MAX_ROWS];
+  for (int r = 0; r < GEMV_MAX_ROWS; ++r) acc[r] = 0.0f;
+  if (column < n) {
+    for (int c = start; c < words; c += stride) {
+      float wv[8];
+      unpack8(c == start ? first : weights[c], wv);
+      for (int r = 0; r < rows; ++r) {
+        float xv[8];
+        unpack8(staged[r * words + c], xv);
+        float sum = 0.0f;
+        for (int j = 0; j < 8; ++j) sum += wv[j] * xv[j];
+        acc[r] += sum;
+      }
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    const float total = warp_sum(acc[r]);
+    if (lane == 0) partial[warp][r] = total;
+  }
+  __syncthreads();
+  cudakit::device::trigger_dependents();
+  if (member == 0 && lane < rows && column < n) {
+    const int r = lane;
+    float v = 0.0f;
+    for (int m = 0; m < group; ++m) v += partial[warp + m][r];
+    v += bf16_to_float(bias[column]);
+    if (residual != nullptr) v += bf16_to_float(residual[(long long)r * n + column]);
+    if (gelu) v = gelu_tanh(v);
+    out[(long long)r * n + column] = float_to_bf16(v);
+  }
+}
+
 // The end of a step in a device-side loop (GraphCache::run_loop): records the step's
 // tokens at history[*done][0..batch), counts the step, and ends the loop after `steps`.
 // One thread.
@@ -365,7 +467,8 @@ extern "C" __global__ void loop_control(unsigned long long loop, const int* toke
 extern "C" __global__ void stream_read(const bf16* values, long long words, unsigned* sink) {
   const uint4* data = reinterpret_cast<const uint4*>(values);
   unsigned acc = 0;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words; i += (long long)gridDim.x * blockDim.x) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words; i += stride) {
     const uint4 v = data[i];
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
@@ -402,6 +505,11 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   k.argmax_tokens = k.module.kernel<ArgmaxTokens>("argmax_tokens");
   k.loop_control = k.module.kernel<LoopControl>("loop_control");
   k.stream_read = k.module.kernel<StreamRead>("stream_read");
+  k.gemv_bias = k.module.kernel<GemvBias>("gemv_bias");
+  // The weight-streaming GEMV for decode steps of at most 8 sequences, with the layer
+  // norms fused into it: CUDAKIT_DECODER_GEMV=1 (cuBLASLt otherwise).
+  const char* gemv = std::getenv("CUDAKIT_DECODER_GEMV");
+  k.small_batch_gemv = gemv != nullptr && std::string(gemv) == "1";
   // Programmatic dependent launch needs compute capability 9.0; CUDAKIT_DECODER_PDL=0
   // keeps the plain launches, for comparison.
   const char* pdl = std::getenv("CUDAKIT_DECODER_PDL");

@@ -29,6 +29,10 @@ struct Kernels {
   using ArgmaxTokens = void(const float*, int, int*, int*, int);
   /// (loop, tokens, history, done, steps, batch); one thread: the end of a looped step.
   using LoopControl = void(unsigned long long, const int*, int*, int*, int, int);
+  /// (x, gamma, beta, w, bias, residual, out, rows, n, k, group, gelu): out = epilogue(ln?(x) · wᵀ + bias),
+  /// at most gemv_max_rows rows; grid n / (8 / group) blocks of 256 threads.
+  using GemvBias = void(const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, bf16*, int, int,
+                        int, int, int);
   /// (data, 16-byte words, sink): reads every word once, for the streaming floor.
   using StreamRead = void(const bf16*, long long, unsigned*);
 
@@ -43,6 +47,13 @@ struct Kernels {
   cudakit::Kernel<ArgmaxTokens> argmax_tokens;
   cudakit::Kernel<LoopControl> loop_control;
   cudakit::Kernel<StreamRead> stream_read;
+  cudakit::Kernel<GemvBias> gemv_bias;
+  /// Whether decode steps of at most gemv_max_rows sequences use gemv_bias, with the layer
+  /// norms fused into it, instead of cuBLASLt and the layer_norm kernels
+  /// (CUDAKIT_DECODER_GEMV=1).
+  bool small_batch_gemv = false;
+  static constexpr int gemv_max_rows = 8;
+  static constexpr unsigned gemv_threads = 256;
   /// Whether the decoder's own kernels are launched as programmatic dependents of the
   /// kernel before them (compute capability 9.0+, unless CUDAKIT_DECODER_PDL=0).
   bool programmatic = false;
