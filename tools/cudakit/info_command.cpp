@@ -96,22 +96,18 @@ nlohmann::ordered_json memory_pool_json(const Device& d) {
 void print_memory_pool(const Device& d) {
   nlohmann::ordered_json j = memory_pool_json(d);
   if (!j["supported"].get<bool>()) {
-    std::printf("    memory pool         not supported by this device or driver
-");
+    std::printf("    memory pool         not supported by this device or driver\n");
     return;
   }
   auto bytes = [&](const char* key) { return j[key].get<std::uint64_t>(); };
   std::uint64_t threshold = bytes("release_threshold_bytes");
-  std::printf("    memory pool         release threshold %s
-",
+  std::printf("    memory pool         release threshold %s\n",
               threshold == keep_all_pool_memory ? "keep all" : (std::to_string(threshold) + " B").c_str());
-  std::printf("                        reserved %llu B (peak %llu B), in use %llu B (peak %llu B)
-",
+  std::printf("                        reserved %llu B (peak %llu B), in use %llu B (peak %llu B)\n",
               static_cast<unsigned long long>(bytes("reserved_bytes")),
               static_cast<unsigned long long>(bytes("reserved_high_bytes")),
               static_cast<unsigned long long>(bytes("used_bytes")), static_cast<unsigned long long>(bytes("used_high_bytes")));
-  std::printf("                        allocations by cudakit: %llu live, %llu made in this process
-",
+  std::printf("                        allocations by cudakit: %llu live, %llu made in this process\n",
               static_cast<unsigned long long>(bytes("live_allocations")),
               static_cast<unsigned long long>(bytes("allocations_made")));
 }
