@@ -78,7 +78,9 @@ void add_programmatic_edges(CUgraph graph, CUgraphNode node, const std::vector<C
   std::vector<CUgraphEdgeData> edges(from.size(), edge);
   CUresult r = cu.GraphAddDependencies(graph, from.data(), to.data(), edges.data(), from.size());
   if (r == CUDA_SUCCESS) return;
-  remove_node(node, res);
+  // A sticky error poisons the context: the original error is what the caller must see,
+  // and no later call (not even the node's removal) can succeed.
+  if (!is_sticky(r)) remove_node(node, res);
   check(r, cu.GraphAddDependencies.name(), res);
 }
 
