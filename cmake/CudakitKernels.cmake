@@ -22,22 +22,61 @@
 enable_language(ASM)
 find_program(CUDAKIT_NVCC nvcc HINTS ${CUDAToolkit_BIN_DIR} /usr/local/cuda/bin REQUIRED)
 set(CUDAKIT_KERNEL_ARCHS all CACHE STRING
-    "Architectures the embedded kernels carry machine code for: 'all' (every sm_XY this nvcc lists) or a list such as '80;90'")
+    "Architectures the embedded kernels carry machine code for: 'all' (every sm_XY this nvcc lists), 'present' (the \
+GPUs of this machine, else the newest this nvcc lists) or a list such as '80;90'")
 set(CUDAKIT_KERNEL_ARCH 90 CACHE STRING "Architecture of the single-architecture test cubin")
+
+# Every architecture this nvcc compiles machine code for, as sorted numbers (75;...;121).
+function(cudakit_nvcc_architectures out)
+  execute_process(COMMAND ${CUDAKIT_NVCC} --list-gpu-code OUTPUT_VARIABLE listed RESULT_VARIABLE r)
+  if(r)
+    message(FATAL_ERROR "${CUDAKIT_NVCC} --list-gpu-code failed (${r}); set CUDAKIT_KERNEL_ARCHS to a list such as 80;90")
+  endif()
+  string(REGEX MATCHALL "sm_[0-9]+\n" codes "${listed}\n")  # sm_90a and sm_100f are not portable
+  set(archs "")
+  foreach(code IN LISTS codes)
+    string(REGEX REPLACE "sm_([0-9]+)\n" "\\1" number "${code}")
+    list(APPEND archs ${number})
+  endforeach()
+  list(SORT archs COMPARE NATURAL)
+  set(${out} ${archs} PARENT_SCOPE)
+endfunction()
+
+# The architectures of this machine's GPUs that nvcc supports (nvidia-smi's compute
+# capabilities); where there is none, the newest nvcc supports, whose PTX any newer GPU
+# JIT-compiles. `make doctor` builds this way: one architecture instead of a dozen.
+function(cudakit_present_architectures out)
+  cudakit_nvcc_architectures(supported)
+  set(archs "")
+  find_program(CUDAKIT_NVIDIA_SMI nvidia-smi)
+  if(CUDAKIT_NVIDIA_SMI)
+    execute_process(COMMAND ${CUDAKIT_NVIDIA_SMI} --query-gpu=compute_cap --format=csv,noheader
+                    OUTPUT_VARIABLE listed RESULT_VARIABLE r ERROR_QUIET)
+    if(r EQUAL 0)
+      string(REGEX MATCHALL "[0-9]+\\.[0-9]+" capabilities "${listed}")
+      foreach(capability IN LISTS capabilities)
+        string(REPLACE "." "" number "${capability}")
+        if(number IN_LIST supported)
+          list(APPEND archs ${number})
+        endif()
+      endforeach()
+    endif()
+  endif()
+  if(archs)
+    message(STATUS "cudakit kernels: this machine's GPUs are ${archs}")
+  else()
+    list(GET supported -1 archs)
+    message(STATUS "cudakit kernels: no GPU found; the newest architecture (${archs}), whose PTX newer GPUs JIT-compile")
+  endif()
+  set(${out} ${archs} PARENT_SCOPE)
+endfunction()
 
 # The architectures as sorted numbers (75;80;...;121) in `out`.
 function(cudakit_kernel_architectures out)
   if(CUDAKIT_KERNEL_ARCHS STREQUAL "all")
-    execute_process(COMMAND ${CUDAKIT_NVCC} --list-gpu-code OUTPUT_VARIABLE listed RESULT_VARIABLE r)
-    if(r)
-      message(FATAL_ERROR "${CUDAKIT_NVCC} --list-gpu-code failed (${r}); set CUDAKIT_KERNEL_ARCHS to a list such as 80;90")
-    endif()
-    string(REGEX MATCHALL "sm_[0-9]+\n" codes "${listed}\n")  # sm_90a and sm_100f are not portable
-    set(archs "")
-    foreach(code IN LISTS codes)
-      string(REGEX REPLACE "sm_([0-9]+)\n" "\\1" number "${code}")
-      list(APPEND archs ${number})
-    endforeach()
+    cudakit_nvcc_architectures(archs)
+  elseif(CUDAKIT_KERNEL_ARCHS STREQUAL "present")
+    cudakit_present_architectures(archs)
   else()
     set(archs ${CUDAKIT_KERNEL_ARCHS})
   endif()

@@ -50,7 +50,7 @@ fi
 
 if want tests; then
   start=$(date +%s)
-  "$bundle/cudakit_device_tests" --gtest_output=json:"$logs/device_tests.json" >"$logs/device_tests.log" 2>&1
+  timeout 420 "$bundle/cudakit_device_tests" --gtest_output=json:"$logs/device_tests.json" >"$logs/device_tests.log" 2>&1
   rc=$?
   [ $rc -ne 0 ] && status=1
   passed=$(grep -c '^\[       OK \]' "$logs/device_tests.log")
@@ -61,6 +61,16 @@ if want tests; then
   if [ -x "$bundle/cudakit_unit_tests" ]; then
     "$bundle/cudakit_unit_tests" >"$logs/unit_tests.log" 2>&1
     note "unit tests (fake driver) on the GPU machine: exit $? $(tail -1 "$logs/unit_tests.log")"
+  fi
+  if [ -x "$bundle/cudakit_profiler_tests" ]; then
+    # The profiler's names, as an injected NVTX tool sees them, with the names on and off.
+    tool=$(cd "$bundle" && pwd)/libcudakit_nvtx_recorder.so
+    NVTX_INJECTION64_PATH=$tool "$bundle/cudakit_profiler_tests" >"$logs/profiler_tests.log" 2>&1
+    rc=$?
+    CUDAKIT_NVTX=0 NVTX_INJECTION64_PATH=$tool "$bundle/cudakit_profiler_tests" >>"$logs/profiler_tests.log" 2>&1
+    rc_off=$?
+    [ $rc -ne 0 ] || [ $rc_off -ne 0 ] && status=1
+    note "profiler names (NVTX tool injected): exit $rc with names on, $rc_off with CUDAKIT_NVTX=0"
   fi
 fi
 

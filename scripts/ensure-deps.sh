@@ -8,6 +8,8 @@
 #   g++ 12 or clang 14 (the compiler CMake will use: $CXX, else c++/g++)
 #   the CUDA toolkit 12.x or 13.0 (cuda.h and nvcc) at /usr/local/cuda or $CUDAToolkit_ROOT
 #   GoogleTest, CLI11 and nlohmann/json (the distribution's packages)
+#   OpenSSL 3: libssl-dev to build, libssl3 (libcrypto.so.3) at run time for the TCP rendezvous
+#   clang 14 or newer with libFuzzer, for make test's fuzz targets (tests/fuzz)
 #   at run time only: an NVIDIA driver for CUDA 12.0 or newer (525.60.13 or newer)
 #
 # Exit status: 0 when the build can go ahead, 1 after listing every problem found.
@@ -39,6 +41,19 @@ fi
 # library's interface). scripts/gather-tool-deps.sh copies them for machines without apt.
 [ -f /usr/include/CLI/CLI.hpp ] || [ -f .deps/include/CLI/CLI.hpp ] || missing+=(libcli11-dev)
 [ -f /usr/include/nlohmann/json.hpp ] || [ -f .deps/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
+# The TCP rendezvous authenticates its ranks with OpenSSL's libcrypto, opened at run time
+# (libssl3); its headers give the build the functions' signatures (libssl-dev).
+[ -f /usr/include/openssl/evp.h ] || missing+=(libssl-dev)
+if command -v ldconfig >/dev/null && ! ldconfig -p 2>/dev/null | grep -q 'libcrypto\.so\.3 '; then missing+=(libssl3); fi
+# make test runs libFuzzer targets built with clang (tests/fuzz).
+if ! command -v clang++ >/dev/null; then
+  missing+=(clang)  # its recommended libclang-rt-N-dev brings libFuzzer
+elif [ ! -f "$(clang++ -print-resource-dir)/lib/linux/libclang_rt.fuzzer-$(uname -m).a" ]; then
+  missing+=("libclang-rt-$(clang++ -dumpversion | cut -d. -f1)-dev")
+fi
+
+# `make docs` (ensure-deps.sh --docs): Doxygen for the API reference.
+[ "${1:-}" = --docs ] && { command -v doxygen >/dev/null || missing+=(doxygen); }
 
 # make test also builds the unit tests with g++'s sanitizers. Their runtimes (libasan,
 # libtsan, libubsan) come with g++ on Debian and Ubuntu (libgcc-N-dev depends on them);

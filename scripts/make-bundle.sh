@@ -12,7 +12,8 @@ cmake --build --preset default -j "$(nproc)" >build/build.log 2>&1 || { tail -40
 b=build/device-bundle
 rm -rf "$b"
 mkdir -p "$b/examples"
-cp build/tools/cudakit build/tests/cudakit_device_tests build/tests/cudakit_unit_tests "$b/"
+cp build/tools/cudakit build/tests/cudakit_device_tests build/tests/cudakit_unit_tests build/tests/cudakit_profiler_tests \
+   build/tests/libcudakit_nvtx_recorder.so "$b/"
 for ex in build/examples/* build/examples/decoder/decoder; do
   [ -f "$ex" ] && [ -x "$ex" ] && cp "$ex" "$b/examples/"
 done

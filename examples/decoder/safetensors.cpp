@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <system_error>
 
 namespace decoder {
@@ -18,6 +19,11 @@ constexpr std::size_t header_length_bytes = 8;
 // The format's own limit on the header, which also keeps a corrupt length from asking
 // for gigabytes.
 constexpr std::size_t max_header_bytes = 100'000'000;
+// The header is three levels deep (tensors, their fields, a shape); deeper JSON is refused
+// while it is parsed, so that nothing recurses over a depth an attacker chooses.
+constexpr int max_json_depth = 16;
+// JSON quoted in a message is cut to this many characters.
+constexpr std::size_t max_quoted_json = 80;
 
 std::string where(const std::string& file) { return "safetensors file " + file + ": "; }
 
@@ -27,6 +33,23 @@ Dtype parse_dtype(const std::string& name, const std::string& tensor, const std:
   if (name == "I32") return Dtype::i32;
   throw SafetensorsError(where(file) + "tensor '" + tensor + "' has dtype '" + name +
                          "', which this reader does not know (BF16, F32, I32)");
+}
+
+// A JSON value as a message quotes it: at most max_quoted_json characters.
+std::string quoted(const nlohmann::json& value) {
+  std::string text = value.dump();
+  if (text.size() > max_quoted_json) text = text.substr(0, max_quoted_json) + "...";
+  return text;
+}
+
+// The product of a shape's dimensions, or nullopt when it overflows 64 bits or a
+// dimension is above 2^63 - 1.
+std::optional<std::uint64_t> element_count(const std::vector<std::uint64_t>& shape) {
+  std::uint64_t product = 1;
+  for (std::uint64_t d : shape)
+    if (d > std::uint64_t(std::numeric_limits<std::int64_t>::max()) || __builtin_mul_overflow(product, d, &product))
+      return std::nullopt;
+  return product;
 }
 
 std::uint64_t read_le64(const unsigned char* p) {
@@ -51,16 +74,22 @@ TensorInfo parse_tensor(const std::string& name, const nlohmann::json& entry, co
   t.dtype = parse_dtype(dtype.get<std::string>(), name, file);
   const json& shape = field("shape");
   if (!shape.is_array()) throw SafetensorsError(where(file) + "tensor '" + name + "': 'shape' is not an array");
+  std::vector<std::uint64_t> dims;
   for (const json& d : shape) {
     if (!d.is_number_unsigned())
-      throw SafetensorsError(where(file) + "tensor '" + name + "': 'shape' holds " + d.dump() +
-                             ", not a dimension");
-    t.shape.push_back(d.get<std::int64_t>());
+      throw SafetensorsError(where(file) + "tensor '" + name + "': 'shape' holds " + quoted(d) + ", not a dimension");
+    dims.push_back(d.get<std::uint64_t>());
   }
+  const std::optional<std::uint64_t> elements = element_count(dims);
+  std::uint64_t expected = 0;
+  if (!elements || __builtin_mul_overflow(*elements, std::uint64_t{dtype_size(t.dtype)}, &expected))
+    throw SafetensorsError(where(file) + "tensor '" + name + "': shape " + quoted(shape) +
+                           " has more elements than 64 bits count (or a dimension of 2^63 or more)");
+  t.shape.assign(dims.begin(), dims.end());
   const json& offsets = field("data_offsets");
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
       !offsets[1].is_number_unsigned())
-    throw SafetensorsError(where(file) + "tensor '" + name + "': 'data_offsets' is " + offsets.dump() +
+    throw SafetensorsError(where(file) + "tensor '" + name + "': 'data_offsets' is " + quoted(offsets) +
                            ", not [begin, end]");
   const auto begin = offsets[0].get<std::uint64_t>(), end = offsets[1].get<std::uint64_t>();
   if (end < begin)
@@ -68,10 +97,9 @@ TensorInfo parse_tensor(const std::string& name, const nlohmann::json& entry, co
                            " is before begin " + std::to_string(begin));
   t.offset = begin;
   t.bytes = end - begin;
-  const auto expected = static_cast<std::uint64_t>(t.elements()) * dtype_size(t.dtype);
   if (expected != t.bytes)
     throw SafetensorsError(where(file) + "tensor '" + name + "' is " + std::to_string(t.bytes) + " bytes, but " +
-                           dtype_name(t.dtype) + " of shape " + shape.dump() + " needs " + std::to_string(expected));
+                           dtype_name(t.dtype) + " of shape " + quoted(shape) + " needs " + std::to_string(expected));
   return t;
 }
 
@@ -99,8 +127,12 @@ SafetensorsWriter& SafetensorsWriter::add(std::string name, Dtype dtype, std::ve
   if (std::any_of(tensors_.begin(), tensors_.end(), [&](const TensorInfo& t) { return t.name == name; }))
     throw SafetensorsError("safetensors writer: a tensor named '" + name + "' was already added");
   TensorInfo t{std::move(name), dtype, std::move(shape), data_.size(), bytes.size()};
-  const auto expected = static_cast<std::uint64_t>(t.elements()) * dtype_size(dtype);
-  if (std::any_of(t.shape.begin(), t.shape.end(), [](std::int64_t d) { return d < 0; }) || expected != bytes.size())
+  const bool negative = std::any_of(t.shape.begin(), t.shape.end(), [](std::int64_t d) { return d < 0; });
+  const std::optional<std::uint64_t> elements =
+      negative ? std::nullopt : element_count(std::vector<std::uint64_t>(t.shape.begin(), t.shape.end()));
+  std::uint64_t expected = 0;
+  if (!elements || __builtin_mul_overflow(*elements, std::uint64_t{dtype_size(dtype)}, &expected) ||
+      expected != bytes.size())
     throw SafetensorsError("safetensors writer: tensor '" + t.name + "' is given " + std::to_string(bytes.size()) +
                            " bytes, but its dtype and shape need " + std::to_string(expected));
   data_.insert(data_.end(), bytes.begin(), bytes.end());
@@ -147,8 +179,14 @@ void SafetensorsWriter::write(const std::filesystem::path& path) const {
 
 Safetensors Safetensors::parse_header(const std::string& json, std::size_t data_bytes, const std::string& file) {
   nlohmann::json header;
+  const auto bounded_depth = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > max_json_depth)
+      throw SafetensorsError(where(file) + "the header nests JSON deeper than " + std::to_string(max_json_depth) +
+                             " levels (a safetensors header needs 3)");
+    return true;
+  };
   try {
-    header = nlohmann::json::parse(json);
+    header = nlohmann::json::parse(json, bounded_depth);
   } catch (const nlohmann::json::exception& e) {
     throw SafetensorsError(where(file) + "the header is not valid JSON: " + e.what());
   }
@@ -182,6 +220,25 @@ Safetensors Safetensors::parse_header(const std::string& json, std::size_t data_
   return s;
 }
 
+namespace {
+
+// The header's length, read from the first 8 bytes of a file of `size` bytes and checked
+// against the file and the format's limit.
+std::uint64_t header_length(const unsigned char (&length)[header_length_bytes], std::uint64_t size,
+                            const std::string& file) {
+  const std::uint64_t header_bytes = read_le64(length);
+  if (header_bytes > max_header_bytes || header_bytes > size - header_length_bytes)
+    throw SafetensorsError(where(file) + "says its header is " + std::to_string(header_bytes) +
+                           " bytes, but the file has " + std::to_string(size - header_length_bytes) + " after the length");
+  return header_bytes;
+}
+
+[[noreturn]] void too_short(std::uint64_t size, const std::string& file) {
+  throw SafetensorsError(where(file) + "is " + std::to_string(size) + " bytes, too short for the header length");
+}
+
+}  // namespace
+
 Safetensors Safetensors::open(const std::filesystem::path& path) {
   const std::string file = path.string();
   std::ifstream in(path, std::ios::binary);
@@ -191,16 +248,24 @@ Safetensors Safetensors::open(const std::filesystem::path& path) {
   if (error) throw SafetensorsError(where(file) + "cannot read its size: " + error.message());
   unsigned char length[header_length_bytes];
   if (size < header_length_bytes || !in.read(reinterpret_cast<char*>(length), header_length_bytes))
-    throw SafetensorsError(where(file) + "is " + std::to_string(size) + " bytes, too short for the header length");
-  const std::uint64_t header_bytes = read_le64(length);
-  if (header_bytes > max_header_bytes || header_bytes > size - header_length_bytes)
-    throw SafetensorsError(where(file) + "says its header is " + std::to_string(header_bytes) +
-                           " bytes, but the file has " + std::to_string(size - header_length_bytes) + " after the length");
+    too_short(size, file);
+  const std::uint64_t header_bytes = header_length(length, size, file);
   std::string json(header_bytes, '\0');
   if (!in.read(json.data(), static_cast<std::streamsize>(header_bytes)))
     throw SafetensorsError(where(file) + "cannot read its header");
   Safetensors s = parse_header(json, size - header_length_bytes - header_bytes, file);
   s.path_ = path;
+  s.data_start_ = header_length_bytes + header_bytes;
+  return s;
+}
+
+Safetensors Safetensors::parse_file(std::span<const std::byte> bytes, const std::string& file) {
+  if (bytes.size() < header_length_bytes) too_short(bytes.size(), file);
+  unsigned char length[header_length_bytes];
+  std::memcpy(length, bytes.data(), header_length_bytes);
+  const std::uint64_t header_bytes = header_length(length, bytes.size(), file);
+  std::string json(reinterpret_cast<const char*>(bytes.data()) + header_length_bytes, header_bytes);
+  Safetensors s = parse_header(json, bytes.size() - header_length_bytes - header_bytes, file);
   s.data_start_ = header_length_bytes + header_bytes;
   return s;
 }

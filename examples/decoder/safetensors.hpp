@@ -19,7 +19,8 @@
 // Errors: a file that is not safetensors (too short, a header length beyond the file,
 // invalid JSON, a missing or malformed field, an unknown dtype, a size that disagrees with
 // dtype and shape, offsets with gaps, overlaps or beyond the data) throws
-// SafetensorsError naming the file and what is wrong.
+// SafetensorsError naming the file and what is wrong. So do a shape whose element count
+// overflows 64 bits, a dimension of 2^63 or more, and JSON nested deeper than 16 levels.
 #pragma once
 
 #include <cstddef>
@@ -105,6 +106,9 @@ class Safetensors {
 
   /// Parses a header's JSON (`file` names the source in messages).
   static Safetensors parse_header(const std::string& json, std::size_t data_bytes, const std::string& file);
+  /// Checks a whole file's bytes as open() checks the file (the fuzz target's entry; the
+  /// result reads no data: it has no path).
+  static Safetensors parse_file(std::span<const std::byte> bytes, const std::string& file);
 
  private:
   std::filesystem::path path_;

@@ -55,6 +55,8 @@
 #include "cudakit/export.hpp"
 #include "cudakit/device_buffer.hpp"
 #include "cudakit/device_span.hpp"
+#include "cudakit/growable_buffer.hpp"
+#include "cudakit/managed_buffer.hpp"
 #include "cudakit/pinned_buffer.hpp"
 #include "cudakit/stream.hpp"
 
@@ -73,6 +75,23 @@ DeviceSpan<T> as_device_span(DeviceBuffer<T>& buffer) {
 }
 template <class T>
 DeviceSpan<const T> as_device_span(const DeviceBuffer<T>& buffer) {
+  return buffer.span();
+}
+// The elements in use of a growable buffer, all of a managed one.
+template <class T>
+DeviceSpan<T> as_device_span(GrowableBuffer<T>& buffer) {
+  return buffer.span();
+}
+template <class T>
+DeviceSpan<const T> as_device_span(const GrowableBuffer<T>& buffer) {
+  return buffer.span();
+}
+template <class T>
+DeviceSpan<T> as_device_span(ManagedBuffer<T>& buffer) {
+  return buffer.span();
+}
+template <class T>
+DeviceSpan<const T> as_device_span(const ManagedBuffer<T>& buffer) {
   return buffer.span();
 }
 
@@ -123,11 +142,15 @@ inline void check_extents(const char* operation, std::size_t source_count, std::
 CUDAKIT_API void copy_host_to_device(StreamRef stream, HostBytes source, DeviceBytes destination);
 /// `wait`: block until the destination holds the bytes (download); otherwise stream-ordered.
 CUDAKIT_API void copy_device_to_host(StreamRef stream, DeviceBytes source, HostBytes destination, bool wait);
-/// Memory a download makes for its result: `make(context, bytes)` returns where `bytes`
-/// bytes go (a new vector's data). It is called once the copies are queued, before the
-/// first wait, so that the allocation and its first touch overlap the device's work.
+/// Memory a download makes for its result (a new vector), in two steps, once the copies
+/// are queued and before the first wait, so that they overlap the device's work:
+/// `reserve(context, bytes)` returns storage for `bytes` bytes that nobody wrote yet
+/// (the vector's reserve()), which cudakit maps in one call (memory/prefault.hpp); then
+/// `make(context, bytes)` returns where the bytes go (the vector resized over that
+/// storage, its pages already mapped).
 struct CUDAKIT_API NewHostMemory {
   void* context = nullptr;
+  void* (*reserve)(void* context, std::size_t bytes) = nullptr;
   void* (*make)(void* context, std::size_t bytes) = nullptr;
 };
 /// A blocking download into memory made by `destination` (never page-locked: staged).
@@ -141,7 +164,7 @@ CUDAKIT_API void fill_device(StreamRef stream, DeviceBytes destination, std::uin
 
 }  // namespace detail
 
-/// A DeviceBuffer or DeviceSpan.
+/// A DeviceBuffer, GrowableBuffer, ManagedBuffer or DeviceSpan.
 template <class R>
 concept device_range = detail::device_viewable<R>;
 /// A device range whose elements may be written (not a DeviceSpan<const T>, not a const
@@ -267,18 +290,25 @@ void download(StreamRef stream, const Source& source, Destination&& destination)
 }
 
 /// The elements of `source`, in a new vector (blocking; see the overload above). The
-/// copy is queued before the vector is made, so making it overlaps the device's work.
+/// copy is queued before the vector is made, so making it, and mapping its fresh pages in
+/// one call rather than one page fault at a time, overlap the device's work.
 template <class Source>
   requires device_range<const Source&>
 std::vector<device_value_t<const Source&>> download(StreamRef stream, const Source& source) {
   using T = device_value_t<const Source&>;
   std::vector<T> out;
+  auto reserve = [](void* vector, std::size_t bytes) -> void* {
+    auto& v = *static_cast<std::vector<T>*>(vector);
+    v.reserve(bytes / sizeof(T));
+    return v.data();
+  };
   auto make = [](void* vector, std::size_t bytes) -> void* {
     auto& v = *static_cast<std::vector<T>*>(vector);
     v.resize(bytes / sizeof(T));
     return v.data();
   };
-  detail::download_to_new_host_memory(stream, detail::device_bytes(detail::as_device_span(source)), {&out, make});
+  detail::download_to_new_host_memory(stream, detail::device_bytes(detail::as_device_span(source)),
+                                      {&out, reserve, make});
   return out;
 }
 

@@ -1,8 +1,9 @@
-// The umbrella header: includes every public cudakit header, and nothing else, except the
-// cuBLAS ones (blas.hpp, blas_lt.hpp, blas_library.hpp): they bring cuda_fp16.h and its
-// global `half` with them, so a program that multiplies matrices includes them itself.
+// The umbrella header: every public cudakit header but the cuBLAS ones and nccl_mpi.hpp.
+// For cudakit::Blas add #include <cudakit/blas.hpp>, for cudakit::BlasLt <cudakit/blas_lt.hpp>
+// (they bring cuda_fp16.h and its global `half`, so only a program that needs them pays).
 #pragma once
 
+#include "cudakit/batched_copy.hpp"
 #include "cudakit/borrowed_kernel.hpp"
 #include "cudakit/capture.hpp"
 #include "cudakit/context.hpp"
@@ -20,6 +21,7 @@
 #include "cudakit/graph.hpp"
 #include "cudakit/graph_cache.hpp"
 #include "cudakit/graph_exec.hpp"
+#include "cudakit/growable_buffer.hpp"
 #include "cudakit/host_registration.hpp"
 #include "cudakit/interop/runtime.hpp"
 #include "cudakit/kernel.hpp"
@@ -27,14 +29,17 @@
 #include "cudakit/launch.hpp"
 #include "cudakit/launch_config.hpp"
 #include "cudakit/library.hpp"
+#include "cudakit/managed_buffer.hpp"
 #include "cudakit/memory_init.hpp"
 #include "cudakit/memory_pool.hpp"
+#include "cudakit/memory_resource.hpp"
 #include "cudakit/module.hpp"
 #include "cudakit/module_image.hpp"
 #include "cudakit/nccl.hpp"
 #include "cudakit/occupancy.hpp"
 #include "cudakit/peer_access.hpp"
 #include "cudakit/pinned_buffer.hpp"
+#include "cudakit/pool_resource.hpp"
 #include "cudakit/program.hpp"
 #include "cudakit/staging.hpp"
 #include "cudakit/stream.hpp"

@@ -101,6 +101,16 @@ inline void order_declared_uses(const StreamRef& stream, const DeclaredUse* uses
 /// work is not a per-element hot path.
 CUDAKIT_API void declare_uses(const StreamRef& stream, const DeclaredUse* uses, std::size_t count);
 
+/// The profiler's range "declared work" (NVTX, domain "cudakit") from construction to
+/// destruction, on this thread.
+class CUDAKIT_API DeclaredWorkRange {
+ public:
+  DeclaredWorkRange() noexcept;
+  ~DeclaredWorkRange();
+  DeclaredWorkRange(const DeclaredWorkRange&) = delete;
+  DeclaredWorkRange& operator=(const DeclaredWorkRange&) = delete;
+};
+
 }  // namespace detail
 
 /// The buffers a piece of declared work reads (reads(a, b, ...)).
@@ -168,6 +178,7 @@ DeclaredUses<R, W> declared_uses(const Reads<R>& read, const Writes<W>& write) n
 /// device is current on this thread while `work` runs.
 template <std::size_t R, std::size_t W, class F>
 decltype(auto) enqueue(StreamRef stream, const Reads<R>& read, const Writes<W>& write, F&& work) {
+  detail::DeclaredWorkRange range;
   const auto declared = detail::declared_uses(read, write);
   detail::declare_uses(stream, declared.uses.data(), declared.count);
   static_assert(std::is_invocable_v<F, CUstream> || std::is_invocable_v<F, StreamRef>,

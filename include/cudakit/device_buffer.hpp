@@ -2,7 +2,9 @@
 //
 // By default the memory comes stream-ordered from the device's memory pool on a given
 // stream (cuMemAllocAsync) and goes back stream-ordered (cuMemFreeAsync) after every
-// stream that used it (DESIGN 5). Allocator::plain asks for cuMemAlloc instead. Whether
+// stream that used it (DESIGN 5). Allocator::plain asks for cuMemAlloc instead, and a
+// memory resource (memory_resource.hpp: cudakit's PoolResource, a CCCL or RMM resource)
+// gives the memory its own way. Whether
 // the memory starts zero-filled or uninitialized is always said:
 //
 //   DeviceBuffer<float> a(stream, n, cudakit::uninitialized);
@@ -46,6 +48,7 @@
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/device_span.hpp"
 #include "cudakit/memory_init.hpp"
+#include "cudakit/memory_resource.hpp"
 #include "cudakit/stream.hpp"
 
 namespace cudakit {
@@ -59,6 +62,9 @@ enum class Allocator {
 namespace detail {
 /// Allocates `bytes` on `stream`'s device; zero-fills on `stream` when asked.
 CUDAKIT_API Ref<Allocation> allocate_device_memory(StreamRef stream, std::size_t bytes, bool zero, Allocator allocator);
+/// The same from `resource`, stream-ordered on `stream`.
+CUDAKIT_API Ref<Allocation> allocate_from_resource(StreamRef stream, std::size_t bytes, bool zero,
+                                                   const MemoryResource& resource);
 /// EmptyHandle for the use of a moved-from DeviceBuffer.
 [[noreturn]] CUDAKIT_API void throw_moved_from_buffer();
 }  // namespace detail
@@ -89,6 +95,18 @@ class DeviceBuffer {
   /// streams waits for it like for any write).
   DeviceBuffer(StreamRef stream, std::size_t count, Zeroed, Allocator allocator = Allocator::pool)
       : allocation_(detail::allocate_device_memory(stream, bytes_for(count), true, allocator)), count_(count) {}
+
+  /// `count` elements from a memory resource (memory_resource.hpp), allocated on
+  /// `stream` (allocate_async) and given back stream-ordered after every stream that used
+  /// them (deallocate_async); the buffer keeps the resource alive until then. The
+  /// resource's memory must be device memory of `stream`'s device. Its errors pass
+  /// through (PoolResource: OutOfMemory after trimming its pool once); a resource that
+  /// returns null throws Error; CaptureError and EmptyHandle as above.
+  DeviceBuffer(StreamRef stream, std::size_t count, Uninitialized, const MemoryResource& resource)
+      : allocation_(detail::allocate_from_resource(stream, bytes_for(count), false, resource)), count_(count) {}
+  /// The same, zero-filled on `stream`.
+  DeviceBuffer(StreamRef stream, std::size_t count, Zeroed, const MemoryResource& resource)
+      : allocation_(detail::allocate_from_resource(stream, bytes_for(count), true, resource)), count_(count) {}
 
   /// Takes `other`'s memory; `other` is then moved-from: its uses throw EmptyHandle.
   DeviceBuffer(DeviceBuffer&& other) noexcept

@@ -155,19 +155,25 @@ class CUDAKIT_API DriverError : public Error {
 /// The device ran out of memory for an allocation of `requested()` bytes.
 class CUDAKIT_API OutOfMemory : public DriverError {
  public:
-  /// code() is CUDA_ERROR_OUT_OF_MEMORY; the message adds the request and the device's
-  /// free and total memory at the time of the failure.
+  /// pool_reserved_bytes() of an allocation that came from no memory pool.
+  static constexpr std::size_t no_pool = static_cast<std::size_t>(-1);
+  /// code() is CUDA_ERROR_OUT_OF_MEMORY; the message adds the request, the device's free
+  /// and total memory at the time of the failure and, for an allocation from a memory
+  /// pool, what the pool still reserved after it released its unused memory.
   OutOfMemory(std::string call, std::string resource, std::size_t requested, std::size_t free_bytes,
-              std::size_t total_bytes);
+              std::size_t total_bytes, std::size_t pool_reserved_bytes = no_pool);
   /// The bytes the failed allocation asked for.
   std::size_t requested() const noexcept { return requested_; }
   /// The device's free and total memory when the allocation failed (cuMemGetInfo).
   std::size_t free_bytes() const noexcept { return free_; }
   std::size_t total_bytes() const noexcept { return total_; }
+  /// The memory the pool still held after it released its unused memory, or
+  /// no_pool when the allocation came from no pool.
+  std::size_t pool_reserved_bytes() const noexcept { return pool_reserved_; }
   ErrorKind kind() const noexcept override { return ErrorKind::out_of_memory; }
 
  private:
-  std::size_t requested_, free_, total_;
+  std::size_t requested_, free_, total_, pool_reserved_;
 };
 
 /// A call on a context that an earlier sticky error poisoned (DESIGN 7). code() is the

@@ -42,12 +42,18 @@ namespace cudakit {
 /// The release threshold that keeps every freed byte in the pool (cudakit's default).
 inline constexpr std::uint64_t keep_all_pool_memory = UINT64_MAX;
 
-/// How much memory a pool holds and how much of it is in use, now and at its peak.
+/// How much memory a pool holds and how much of it is in use, now and at its peak, and
+/// how many allocations cudakit made from it. The bytes are the driver's
+/// (cuMemPoolGetAttribute) and count every user of the pool; the allocations are
+/// cudakit's own count, of its buffers (DeviceBuffer's default allocator) and of
+/// PoolResource's allocations, and not of allocations made past cudakit.
 struct CUDAKIT_API PoolUsage {
   std::uint64_t reserved_bytes = 0;       ///< memory the pool holds from the OS now
   std::uint64_t reserved_high_bytes = 0;  ///< the most it held since the last reset
   std::uint64_t used_bytes = 0;           ///< memory handed out to allocations now
   std::uint64_t used_high_bytes = 0;      ///< the most handed out since the last reset
+  std::uint64_t live_allocations = 0;     ///< allocations cudakit made from it, not freed yet
+  std::uint64_t allocations_made = 0;     ///< allocations cudakit made from it in this process
 };
 
 /// A non-owning view of a memory pool (cudakit never creates or destroys pools): the
@@ -79,7 +85,7 @@ class CUDAKIT_API MemoryPoolRef {
   /// (memory in use is never released). trim_to(0) releases everything unused.
   void trim_to(std::size_t bytes_to_keep) const;
 
-  /// Reserved and used memory, now and at their peaks.
+  /// Reserved and used memory, now and at their peaks, and cudakit's allocations.
   PoolUsage usage() const;
   std::uint64_t reserved_bytes() const { return usage().reserved_bytes; }
   std::uint64_t used_bytes() const { return usage().used_bytes; }
@@ -105,6 +111,9 @@ namespace detail {
 CUDAKIT_API void configure_default_pool(int device);
 /// Trims the device's default pool to zero, ignoring errors: the out-of-memory path.
 CUDAKIT_API void trim_default_pool_quietly(int device) noexcept;
+/// The memory the device's default pool reserves, or OutOfMemory::no_pool's value
+/// (SIZE_MAX) when it cannot be read: for the out-of-memory error's message.
+CUDAKIT_API std::size_t default_pool_reserve_quietly(int device) noexcept;
 }  // namespace detail
 
 }  // namespace cudakit

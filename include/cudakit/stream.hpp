@@ -16,6 +16,7 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <type_traits>
@@ -66,7 +67,7 @@ class CUDAKIT_API StreamRef {
   StreamRef(CUstream handle, int device) noexcept : handle_(handle), device_(device) {}
   /// Internal: a view of a cudakit stream with its tracking state.
   StreamRef(CUstream handle, int device, detail::StreamState* state) noexcept
-      : handle_(handle), state_(state), device_(device) {}
+      : handle_(handle), state_(state), device_(device), generation_(state ? detail::generation_of(state) : 0) {}
 
   /// The driver's handle (also a cudaStream_t); null for an empty ref.
   CUstream handle() const noexcept { return handle_; }
@@ -75,6 +76,10 @@ class CUDAKIT_API StreamRef {
   /// The device's ordinal (-1 when empty), and whether the ref has a handle.
   int device_ordinal() const noexcept { return device_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
+  /// Whether the Stream this ref views was destroyed (or released) since the ref was made:
+  /// one load and a compare (Note [Stale stream refs] in detail/stream_state.hpp). False
+  /// for a ref built from a raw handle, which cudakit cannot tell.
+  bool stale() const noexcept { return state_ != nullptr && detail::generation_of(state_) != generation_; }
 
   /// True when all work submitted so far has completed; false while some has not.
   bool query() const;
@@ -101,10 +106,21 @@ class CUDAKIT_API StreamRef {
     detail::enqueue_host_callback(*this, std::make_unique<detail::HostCallbackOf<Fn>>(Fn(std::forward<F>(fn))));
   }
 
-  /// Throws EmptyHandle when this ref is empty (`call` names the attempted operation).
+  /// Throws EmptyHandle when this ref is empty (`call` names the attempted operation). In
+  /// builds with assertions on (or CUDAKIT_CHECK_STREAM_REFS defined), also when its Stream
+  /// was destroyed (stale()); release builds check that off the launch and tracking fast
+  /// paths only (Note [Stale stream refs]).
   void require_handle(const char* call) const {
     if (handle_ == nullptr) [[unlikely]]
       throw_empty(call);
+#if !defined(NDEBUG) || defined(CUDAKIT_CHECK_STREAM_REFS)
+    require_live(call);
+#endif
+  }
+  /// Throws EmptyHandle when this ref's Stream was destroyed or released (stale()).
+  void require_live(const char* call) const {
+    if (stale()) [[unlikely]]
+      throw_destroyed(call);
   }
 
   /// Same handle.
@@ -112,10 +128,13 @@ class CUDAKIT_API StreamRef {
 
  private:
   [[noreturn]] static void throw_empty(const char* call);
+  [[noreturn]] void throw_destroyed(const char* call) const;
   CUstream handle_ = nullptr;
   detail::StreamState* state_ = nullptr;
   int device_ = -1;
+  std::uint32_t generation_ = 0;  // of state_'s slot when the ref was made (stale())
 };
+static_assert(sizeof(StreamRef) == 2 * sizeof(void*) + 2 * sizeof(std::uint32_t), "a StreamRef stays three words");
 
 /// Owns a non-blocking stream (cuStreamCreateWithPriority), destroyed with the owner; a
 /// failed destroy is parked. Move-only. The calls are StreamRef's, and throw as they do.
@@ -164,7 +183,10 @@ class CUDAKIT_API Stream {
   /// remember the stream treat it as borrowed from then on.
   CUstream release() noexcept {
     StreamRef ref = std::exchange(ref_, {});
-    if (detail::StreamState* state = ref.state()) detail::release(state);
+    if (detail::StreamState* state = ref.state()) {
+      detail::end_generation(state);  // refs made from this owner would dangle: stale now
+      detail::release(state);
+    }
     return ref.handle();
   }
 
@@ -180,7 +202,8 @@ class CUDAKIT_API Stream {
   }
 
  private:
-  explicit Stream(CUstream handle, int device);
+  Stream(CUstream handle, int device, detail::StreamState* state) noexcept;
+  Stream(std::unique_ptr<detail::StreamState> state, ContextRef context, int priority);
   void reset() noexcept;
   StreamRef ref_;
 };

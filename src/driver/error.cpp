@@ -222,11 +222,15 @@ std::string bytes_words(std::size_t b) {
 }  // namespace
 
 OutOfMemory::OutOfMemory(std::string call, std::string resource, std::size_t requested, std::size_t free_bytes,
-                         std::size_t total_bytes)
+                         std::size_t total_bytes, std::size_t pool_reserved_bytes)
     : DriverError(CUDA_ERROR_OUT_OF_MEMORY, call, resource,
                   compose(call, resource, CUDA_ERROR_OUT_OF_MEMORY) + ": asked for " + bytes_words(requested) +
-                      " with " + bytes_words(free_bytes) + " free of " + bytes_words(total_bytes)),
-      requested_(requested), free_(free_bytes), total_(total_bytes) {}
+                      " with " + bytes_words(free_bytes) + " free of " + bytes_words(total_bytes) +
+                      (pool_reserved_bytes == no_pool
+                           ? std::string()
+                           : "; the memory pool released its unused memory and still reserves " +
+                                 bytes_words(pool_reserved_bytes))),
+      requested_(requested), free_(free_bytes), total_(total_bytes), pool_reserved_(pool_reserved_bytes) {}
 
 ContextPoisoned::ContextPoisoned(std::shared_ptr<const DriverError> original, std::string call, std::string resource)
     : DriverError(original->code(), call, resource,

@@ -21,6 +21,7 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "driver/checked_call.hpp"
+#include "driver/profiler_names.hpp"
 #include "driver/thread_words.hpp"
 #include "cudakit/kernel.hpp"
 #include "cudakit/memory_pool.hpp"
@@ -51,15 +52,27 @@ void keep_buffer(CaptureState* c, Allocation* allocation, Access access) {
 }
 
 // A kernel launched on a capturing stream: the graph keeps its module loaded, once per
-// kernel.
+// kernel. Noted as kept only once it is: when keeping it throws, the next launch of the
+// kernel in this capture tries again.
 void keep_kernel(CaptureState* c, const Function& function) {
   GraphCapture& g = graph_capture(c);
-  if (g.kernels.insert(&function.state()).second) g.resources->keep(std::make_shared<const Function>(function));
+  if (g.kernels.contains(&function.state())) return;
+  g.kernels.reserve(g.kernels.size() + 1);
+  g.resources->keep(std::make_shared<const Function>(function));
+  g.kernels.insert(&function.state());
 }
 
 [[maybe_unused]] const bool capture_hooks_installed =
     (keep_callback_for_capture = &keep_callback, keep_buffer_for_capture = &keep_buffer,
      keep_kernel_for_capture = &keep_kernel, true);
+
+// Destroys a graph the capture will not hand out (a failed capture's partial graph); a
+// failed destroy is parked (DESIGN 2), since the capture's own failure is what is raised.
+void destroy_graph_parking_failure(CUgraph graph, const Resource& origin, const char* where) noexcept {
+  if (graph == nullptr) return;
+  if (CUresult r = cu.GraphDestroy(graph); r != CUDA_SUCCESS)
+    park_driver_error(r, cu.GraphDestroy.name(), Resource::of(ResourceKind::graph, graph, origin.device), where);
+}
 
 CUstreamCaptureMode driver_mode(CaptureMode mode) {
   switch (mode) {
@@ -103,7 +116,6 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
   if (s->marks.capture() != nullptr) throw_already_capturing(s);
   run_deferred_tasks_if_any();
   prepare_for_capture(s->device);
-  record_fence(s);
 
   auto state = std::make_unique<GraphCapture>();
   state->owner = std::this_thread::get_id();
@@ -112,8 +124,9 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
   state->members.reserve(4);
   state->resources = make_ref<GraphResources>(s->device);
 
-  // Marked capturing before the driver begins (join says why): from here on, no other
-  // thread's free or hand-off lands on the stream.
+  // Claimed, its fence recorded, and marked capturing before the driver begins (join says
+  // why): from here on, no other thread's free or hand-off lands on the stream, and of two
+  // captures begun on it at once, the loser records nothing.
   if (!join_capture(state.get(), s)) throw_already_capturing(s);
   bool begun = false;
   try {
@@ -127,12 +140,14 @@ Capture::Capture(StreamRef stream, CaptureMode mode) : stream_(stream), mode_(mo
   } catch (...) {
     if (begun) {  // never leave the stream capturing
       CUgraph partial = nullptr;
-      if (cu.StreamEndCapture(stream.handle(), &partial) == CUDA_SUCCESS && partial != nullptr) cu.GraphDestroy(partial);
+      if (cu.StreamEndCapture(stream.handle(), &partial) == CUDA_SUCCESS)
+        destroy_graph_parking_failure(partial, res, "capture begin");
     }
     leave_capture(state.get(), s);
     throw;
   }
   state_ = state.release();
+  profiler::push(profiler::Activity::capture);  // popped where the capture ends (end_capture)
 }
 
 namespace detail {
@@ -160,17 +175,38 @@ std::optional<std::string> refusal_to_end_here(const GraphCapture* c) {
          " tried); only a relaxed capture may end on another thread";
 }
 
+// The error for a capture one of whose streams was destroyed while it ran: the capture
+// fails, and the destroyed stream's handle is never touched again (it may name another
+// thread's new stream by now).
+std::exception_ptr destroyed_member_error(const StreamState* member, bool origin) {
+  return std::make_exception_ptr(CaptureError(
+      describe(stream_resource_of(member)) + (origin ? ", the stream the capture began on," : ", a stream that joined the capture,") +
+          " was destroyed while the capture was in progress; the capture fails (destroy a capture's streams after it "
+          "ends)",
+      CUDA_ERROR_STREAM_CAPTURE_INVALIDATED));
+}
+
 // Joins every stream that joined the capture back into the origin (a fork left unjoined
 // fails the capture: STREAM_CAPTURE_UNJOINED). Every join is tried; the first failure is
 // returned, to be reported after the end (which must run in any case), even when the end
 // succeeds (the user may have joined that stream already): a failed driver call is never
-// swallowed.
-std::exception_ptr join_forks_into_origin(const CaptureState* c) {
-  const StreamState* origin = c->members.front().get();
+// swallowed. A stream destroyed meanwhile is not joined (its handle is dead) and fails the
+// capture; each member is pinned while it is joined, so its owner cannot destroy it in
+// the middle (Note [Pins and marks]).
+std::exception_ptr join_forks_into_origin(const CaptureState* c, const PinnedStream& origin) {
+  const StreamState* o = c->members.front().get();
   std::exception_ptr failed;
+  if (!origin) failed = destroyed_member_error(o, true);
   for (std::size_t i = 1; i < c->members.size(); ++i) {
+    StreamState* member = c->members[i].get();
+    PinnedStream pinned(member);
+    if (!pinned) {
+      if (!failed) failed = destroyed_member_error(member, false);
+      continue;
+    }
+    if (!origin) continue;  // nothing to join into
     try {
-      order_after(origin->handle, c->members[i]->handle, c->members[i]->device);
+      order_after(o->handle, member->handle, member->device);
     } catch (...) {
       if (!failed) failed = std::current_exception();
     }
@@ -189,7 +225,8 @@ CUresult end_driver_capture(CUstream origin, CUgraph& graph) noexcept {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     if (cu.StreamIsCapturing(origin, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE) {
       CUgraph again = nullptr;
-      if (cu.StreamEndCapture(origin, &again) == CUDA_SUCCESS && again != nullptr) cu.GraphDestroy(again);
+      if (cu.StreamEndCapture(origin, &again) == CUDA_SUCCESS)
+        destroy_graph_parking_failure(again, Resource::of(ResourceKind::stream, origin, -1), "capture end");
     }
     return r;
   } catch (...) {
@@ -207,14 +244,20 @@ void forget_and_free(GraphCapture* c) {
 // Ends capture `c` and frees its state. On failure the partial graph is destroyed and the
 // resources released before the outcome is returned.
 CaptureOutcome end_capture(GraphCapture* c) {
+  profiler::pop();  // the range the constructor opened
   CaptureOutcome out;
   out.origin = stream_resource_of(c->members.front().get());
   out.resources = std::move(c->resources);
-  out.failed_join = join_forks_into_origin(c);
-  out.end = end_driver_capture(c->members.front()->handle, out.graph);
+  {
+    // The origin pinned until its capture ended: alive (its owner cannot destroy it
+    // meanwhile), or destroyed already, and then its handle is not touched.
+    PinnedStream origin(c->members.front().get());
+    out.failed_join = join_forks_into_origin(c, origin);
+    if (origin) out.end = end_driver_capture(c->members.front()->handle, out.graph);
+  }
   forget_and_free(c);
   if (!out.succeeded()) {
-    if (out.graph != nullptr) cu.GraphDestroy(out.graph);
+    destroy_graph_parking_failure(out.graph, out.origin, "capture end");
     out.graph = nullptr;
     out.resources.reset();
     run_deferred_tasks_if_any();

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "cudakit/error.hpp"
+#include "driver/profiler_names.hpp"
 #include "driver/thread_words.hpp"
 
 namespace cudakit::detail {
@@ -35,6 +36,7 @@ void discard(Capture& scope) {
 
 CaptureAttempt capture_work(StreamRef stream, GraphWork work, CaptureMode mode) {
   CaptureAttempt attempt;
+  profiler::Range range(profiler::Activity::graph_cache_capture);
   Capture scope(stream, mode);  // a stream that cannot begin a capture is the caller's error: it propagates
   try {
     work(stream);
@@ -76,6 +78,7 @@ GraphCacheOutcome update_or_instantiate(GraphCacheEntry& entry, Graph graph, Gra
     return GraphCacheOutcome::captured;
   }
   try {
+    profiler::Range range(profiler::Activity::graph_cache_update);
     entry.executable.update(graph);
     return GraphCacheOutcome::updated;
   } catch (const GraphUpdateError&) {
@@ -103,6 +106,7 @@ GraphCacheOutcome replay_entry(GraphCacheEntry& entry, StreamRef stream, GraphWo
                                GraphCacheStatistics& statistics) {
   if (!entry.executable) [[unlikely]]
     return run_eagerly(stream, work, statistics);
+  profiler::Range range(profiler::Activity::graph_cache_hit);
   entry.executable.launch(stream);
   ++statistics.hits;
   return GraphCacheOutcome::hit;

@@ -5,6 +5,7 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/error.hpp"
 #include "device/device_state.hpp"
+#include "driver/profiler_names.hpp"
 
 namespace cudakit::detail {
 
@@ -13,5 +14,9 @@ void declare_uses(const StreamRef& stream, const DeclaredUse* uses, std::size_t 
   const int device = stream.device_ordinal();
   ContextRef(library_context(device), device).make_current();
 }
+
+DeclaredWorkRange::DeclaredWorkRange() noexcept { profiler::push(profiler::Activity::declared_work); }
+
+DeclaredWorkRange::~DeclaredWorkRange() { profiler::pop(); }
 
 }  // namespace cudakit::detail

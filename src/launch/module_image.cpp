@@ -25,6 +25,9 @@ constexpr std::size_t fatbin_entry_arch_offset = 28;  // u32: 90 for sm_90 / com
 // and older, in bits 8-15 from ABI version 8 (CUDA 13 writes version 8 for every arch).
 constexpr std::uint16_t em_cuda = 190;
 constexpr std::size_t elf64_header_bytes = 64;
+// PTX targets: sm_90, sm_100, ...; four digits leave room and cannot overflow an int.
+constexpr std::size_t max_arch_digits = 4;
+constexpr std::uint32_t max_arch = 10000;
 
 template <class T>
 T read(std::span<const std::byte> bytes, std::size_t offset) {
@@ -65,14 +68,32 @@ ImageContents inspect_fatbin(std::span<const std::byte> image) {
     auto kind = read<std::uint16_t>(image, offset);
     auto entry_header = read<std::uint32_t>(image, offset + 4);
     auto payload = read<std::uint64_t>(image, offset + 8);
-    auto arch = static_cast<int>(read<std::uint32_t>(image, offset + fatbin_entry_arch_offset));
+    auto arch_number = read<std::uint32_t>(image, offset + fatbin_entry_arch_offset);
     if (entry_header < fatbin_entry_min_bytes || payload > c.size || offset + entry_header + payload > c.size)
       fail("malformed fatbin: the entry at byte " + std::to_string(offset) + " runs past its end");
+    if (arch_number >= max_arch)
+      fail("malformed fatbin: the entry at byte " + std::to_string(offset) + " names architecture " +
+           std::to_string(arch_number) + ", which no GPU has");
+    const int arch = static_cast<int>(arch_number);
     if (kind == fatbin_entry_elf) add_unique(c.machine_code, arch);
     if (kind == fatbin_entry_ptx) add_unique(c.ptx, arch);
     offset += entry_header + payload;
   }
   return c;
+}
+
+// A header table of `count` entries of `entry_bytes` at `offset` must lie inside the image;
+// `end` grows to cover it. The offset comes from the file: an offset near 2^64 must not
+// wrap the sum around to a small number.
+void table_within(std::span<const std::byte> image, std::uint64_t offset, std::uint16_t entry_bytes,
+                  std::uint16_t count, const char* which, std::uint64_t& end) {
+  if (count == 0) return;
+  const std::uint64_t table_bytes = std::uint64_t(entry_bytes) * count;  // at most 2^32: no overflow
+  if (offset > image.size() || table_bytes > image.size() - offset)
+    fail("truncated cubin: its " + std::string(which) + " header table (" + std::to_string(count) + " entries of " +
+         std::to_string(entry_bytes) + " bytes at byte " + std::to_string(offset) + ") does not lie within its " +
+         std::to_string(image.size()) + " bytes");
+  end = std::max(end, offset + table_bytes);
 }
 
 ImageContents inspect_elf(std::span<const std::byte> image) {
@@ -91,11 +112,8 @@ ImageContents inspect_elf(std::span<const std::byte> image) {
   auto phentsize = read<std::uint16_t>(image, 54), phnum = read<std::uint16_t>(image, 56);
   auto shentsize = read<std::uint16_t>(image, 58), shnum = read<std::uint16_t>(image, 60);
   std::uint64_t end = elf64_header_bytes;
-  if (phnum) end = std::max<std::uint64_t>(end, phoff + std::uint64_t(phentsize) * phnum);
-  if (shnum) end = std::max<std::uint64_t>(end, shoff + std::uint64_t(shentsize) * shnum);
-  if (end > image.size())
-    fail("truncated cubin: its headers reach byte " + std::to_string(end) + ", " + std::to_string(image.size()) +
-         " are given");
+  table_within(image, phoff, phentsize, phnum, "program", end);
+  table_within(image, shoff, shentsize, shnum, "section", end);
   ImageContents c;
   c.format = ImageFormat::cubin;
   c.machine_code.push_back(arch);
@@ -120,9 +138,19 @@ bool inspect_ptx(std::span<const std::byte> image, ImageContents& c) {
     t += 7;
     while (t < text.size() && (text[t] == ' ' || text[t] == '\t')) ++t;
     if (text.substr(t, 3) == "sm_" || text.substr(t, 8) == "compute_") {
-      t += text[t] == 's' ? 3 : 8;
+      const std::string_view prefix = text[t] == 's' ? "sm_" : "compute_";
+      t += prefix.size();
+      const std::size_t digits_start = t;
+      while (t < text.size() && text[t] >= '0' && text[t] <= '9') ++t;
+      const std::string_view digits = text.substr(digits_start, t - digits_start);
+      // Architectures have a few digits (sm_90, sm_100): a longer number is none, and
+      // would overflow the arithmetic.
+      if (digits.size() > max_arch_digits)
+        fail("PTX with '.target " + std::string(prefix) + std::string(digits.substr(0, 24)) +
+             (digits.size() > 24 ? "...'" : "'") + ": no GPU architecture has a number of " +
+             std::to_string(digits.size()) + " digits");
       int arch = 0;
-      while (t < text.size() && text[t] >= '0' && text[t] <= '9') arch = arch * 10 + (text[t++] - '0');
+      for (char d : digits) arch = arch * 10 + (d - '0');
       if (arch > 0) c.ptx.push_back(arch);
     }
   }

@@ -1,15 +1,15 @@
 #include "cudakit/program.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <system_error>
 
 #include "driver/nvrtc.hpp"
@@ -106,11 +106,26 @@ std::filesystem::path cache_directory(const CompileOptions& o) {
 
 bool read_cache(const std::filesystem::path& file, const std::string& key, std::vector<unsigned char>& image, std::string& log,
                 std::vector<std::pair<std::string, std::string>>& lowered) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string content = ss.str();
+  // A cached entry is code the GPU will run: only a regular file of this user that no one
+  // else may write is read, never one through a symbolic link (docs/security.md).
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  struct stat st {};
+  std::string content;
+  bool safe = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 022) == 0;
+  if (safe) {
+    content.resize(static_cast<std::size_t>(st.st_size));
+    std::size_t have = 0;
+    while (have < content.size()) {
+      ssize_t n = ::read(fd, content.data() + have, content.size() - have);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      have += static_cast<std::size_t>(n);
+    }
+    content.resize(have);
+  }
+  ::close(fd);
+  if (!safe) return false;
   std::string_view v = content;
   if (v.substr(0, sizeof cache_magic - 1) != cache_magic) return false;
   Reader r{v.substr(sizeof cache_magic - 1)};

@@ -1,9 +1,12 @@
-// The TCP rendezvous (bootstrap.hpp): rank 0 listens, gathers every rank's hello, then
-// sends each the unique id; every wait is bounded by the caller's deadline.
+// The TCP rendezvous (bootstrap.hpp): rank 0 listens, challenges each connection, gathers
+// every rank's authenticated hello, then sends each the unique id with its own proof; every
+// wait is bounded by the caller's deadline. The messages: rendezvous_wire.hpp.
 //
-// Messages (integers in network byte order):
-//   hello   magic "CKRV" (4 bytes), ranks (u32), rank (u32)
-//   reply   'I' and the 128 id bytes, or 'F', a length (u32) and rank 0's error text
+// Rank 0 under hostile input: at most max_pending connections wait for their hello, the
+// oldest closed when another arrives; each has handshake_timeout to send it. A connection
+// that sends anything but a hello proving the secret is answered with the reason and
+// closed; it never fails the job. Only a rank that proved the secret and then disagrees
+// with rank 0 (the job's size, its rank, a rank that arrives twice) fails the rendezvous.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -14,22 +17,38 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <array>
+#include <deque>
+#include <optional>
+#include <span>
 #include <map>
 #include <thread>
 #include <vector>
 
 #include "cudakit/bootstrap.hpp"
+#include "libraries/crypto.hpp"
 #include "libraries/nccl_comm_state.hpp"
+#include "libraries/rendezvous_wire.hpp"
 
 namespace cudakit::nccl {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::uint32_t hello_magic = 0x434b5256;  // "CKRV"
-constexpr std::size_t hello_bytes = 12;
+using Key = std::span<const unsigned char>;
 constexpr auto verdict_grace = std::chrono::seconds(2);
+// A rank sends its hello as soon as the challenge arrives: a connection silent for longer
+// is not one.
+constexpr auto handshake_timeout = std::chrono::seconds(2);
+// Connections waiting for their hello; beyond this the oldest is closed, so that idle
+// connections cannot keep a rank out.
+constexpr std::size_t max_pending = 64;
+// Connections accepted per turn of rank 0's loop, so that a flood cannot starve the ranks
+// already connected.
+constexpr int max_accepts_per_turn = 256;
+const char* const secret_variable = "CUDAKIT_RENDEZVOUS_SECRET";
 
 struct Address {
   std::string host, port;
@@ -108,21 +127,22 @@ ReadResult read_all(int fd, void* data, std::size_t n, Clock::time_point deadlin
   return ReadResult::done;
 }
 
-void put_u32(unsigned char* at, std::uint32_t v) {
-  v = htonl(v);
-  std::memcpy(at, &v, 4);
-}
-std::uint32_t get_u32(const unsigned char* at) {
-  std::uint32_t v;
-  std::memcpy(&v, at, 4);
-  return ntohl(v);
+void send_failure(int fd, const std::string& text) {
+  auto bytes = wire::encode_failure(text);
+  write_all(fd, bytes.data(), bytes.size());
 }
 
-void send_failure(int fd, const std::string& text) {
-  unsigned char head[5] = {'F'};
-  put_u32(head + 1, static_cast<std::uint32_t>(text.size()));
-  if (write_all(fd, head, sizeof head)) write_all(fd, text.data(), text.size());
+// Ends the sending side and reads what already arrived before closing: a socket closed
+// with unread bytes is reset, which can destroy the answer the peer has not read yet.
+void drain_and_close(Socket& socket) {
+  shutdown(socket.fd(), SHUT_WR);
+  unsigned char sink[4096];
+  for (int i = 0; i < 16 && recv(socket.fd(), sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+  }
+  socket = Socket();
 }
+
+wire::Proof prove(Key key, const std::vector<unsigned char>& text) { return cudakit::detail::crypto::hmac_sha256(key, text); }
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::string s;
@@ -143,17 +163,37 @@ addrinfo* resolve(const Address& a, bool passive, const std::string& who) {
 
 // ---- rank 0 ----
 
-struct Arrival {
+// A connection that has been challenged and has not yet sent its hello.
+struct Pending {
   Socket socket;
-  unsigned char hello[hello_bytes] = {};
-  std::size_t have = 0;
+  wire::Nonce challenge{};
+  std::vector<unsigned char> got;
+  Clock::time_point read_deadline;
 };
 
-UniqueId serve(const Address& a, const std::string& address, int ranks, std::chrono::milliseconds timeout,
-               const UniqueId& id) {
-  const auto deadline = Clock::now() + timeout;
-  const std::string who = "rank 0";
-  addrinfo* found = resolve(a, true, who);
+// A rank that proved the secret: its connection and what rank 0's proof must cover.
+struct Arrived {
+  Socket socket;
+  wire::Nonce challenge{}, their_nonce{};
+};
+
+// Connections rank 0 closed without the id, for the message at the deadline.
+struct Refusals {
+  int count = 0;
+  std::string last;
+  void add(std::string why) {
+    ++count;
+    last = std::move(why);
+  }
+  std::string words() const {
+    if (count == 0) return "";
+    return "; it refused " + std::to_string(count) + " other connection" + (count == 1 ? "" : "s") + " (the last: " +
+           last + ")";
+  }
+};
+
+Socket listen_at(const Address& a, const std::string& address) {
+  addrinfo* found = resolve(a, true, "rank 0");
   Socket listener;
   std::string why = "no address";
   for (addrinfo* ai = found; ai != nullptr && listener.fd() < 0; ai = ai->ai_next) {
@@ -161,19 +201,75 @@ UniqueId serve(const Address& a, const std::string& address, int ranks, std::chr
     if (s.fd() < 0) continue;
     int one = 1;
     setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(s.fd(), ai->ai_addr, ai->ai_addrlen) == 0 && listen(s.fd(), ranks + 8) == 0) listener = std::move(s);
+    if (bind(s.fd(), ai->ai_addr, ai->ai_addrlen) == 0 && listen(s.fd(), SOMAXCONN) == 0) listener = std::move(s);
     else why = errno_words();
   }
   freeaddrinfo(found);
-  if (listener.fd() < 0) throw BootstrapError(who + ": cannot listen at " + address + ": " + why);
+  if (listener.fd() < 0) throw BootstrapError("rank 0: cannot listen at " + address + ": " + why);
   fcntl(listener.fd(), F_SETFL, O_NONBLOCK);
+  return listener;
+}
 
-  std::vector<Arrival> pending;
-  std::map<int, Socket> arrived;  // rank -> its connection
+// Accepts what waits, challenging each; the oldest pending connection makes room.
+void accept_waiting(int listener, std::deque<Pending>& pending, Refusals& refusals) {
+  for (int i = 0; i < max_accepts_per_turn; ++i) {
+    int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    Pending p{Socket(fd), {}, {}, Clock::now() + handshake_timeout};
+    cudakit::detail::crypto::random_bytes(p.challenge);
+    auto challenge = wire::encode_challenge(p.challenge);
+    if (!write_all(p.socket.fd(), challenge.data(), challenge.size())) continue;
+    if (pending.size() == max_pending) {
+      pending.pop_front();
+      refusals.add("closed unanswered: " + std::to_string(max_pending) + " newer connections were waiting");
+    }
+    pending.push_back(std::move(p));
+  }
+}
+
+// What the bytes from a connection are: nullopt while a hello may still come; else the
+// hello that proved the secret, or (in `why`) the reason the connection is refused.
+std::optional<wire::Hello> judge(const Pending& p, Key key, std::string& why) {
+  const std::span<const unsigned char> got(p.got);
+  if (!wire::could_begin_hello(got.first(std::min<std::size_t>(got.size(), 4)))) {
+    why = wire::decode_hello(got).problem;  // garbage: says what it starts with
+    return std::nullopt;
+  }
+  if (got.size() > wire::hello_bytes) {
+    why = "it sent more than a hello (" + std::to_string(wire::hello_bytes) + " bytes)";
+    return std::nullopt;
+  }
+  if (got.size() < wire::hello_bytes) return std::nullopt;  // a hello's start so far: wait for the rest
+  auto hello = wire::decode_hello(p.got);
+  if (!hello.value) {
+    why = hello.problem;
+    return std::nullopt;
+  }
+  const wire::Proof expected = prove(key, wire::hello_proof_text(p.challenge, hello.value->ranks, hello.value->rank,
+                                                                 hello.value->nonce));
+  if (!cudakit::detail::crypto::equal_in_constant_time(expected, hello.value->proof)) {
+    why = "its hello did not prove the job secret (a wrong or missing secret, or a hello recorded from another "
+          "connection)";
+    return std::nullopt;
+  }
+  return hello.value;
+}
+
+UniqueId serve(const Address& a, const std::string& address, int ranks, std::chrono::milliseconds timeout,
+               const UniqueId& id, Key key) {
+  const auto deadline = Clock::now() + timeout;
+  Socket listener = listen_at(a, address);
+  std::deque<Pending> pending;
+  std::map<int, Arrived> arrived;  // rank -> its connection
+  Refusals refusals;
   auto fail_everyone = [&](const std::string& text, std::vector<int> missing) {
-    for (auto& [r, s] : arrived) send_failure(s.fd(), text);
-    for (auto& p : pending) send_failure(p.socket.fd(), text);
+    for (auto& [r, s] : arrived) send_failure(s.socket.fd(), text);
     throw BootstrapError(text, std::move(missing));
+  };
+  auto refuse = [&](Pending& p, const std::string& why) {
+    send_failure(p.socket.fd(), "rank 0 at " + address + " refused this connection: " + why);
+    drain_and_close(p.socket);
+    refusals.add(why);
   };
   while (static_cast<int>(arrived.size()) < ranks - 1) {
     if (Clock::now() >= deadline) {
@@ -182,53 +278,69 @@ UniqueId serve(const Address& a, const std::string& address, int ranks, std::chr
         if (!arrived.count(r)) missing.push_back(r);
       fail_everyone("rank 0: rank" + std::string(missing.size() == 1 ? " " : "s ") + rank_list(missing) + " of " +
                         std::to_string(ranks) + " did not arrive at " + address + " within " +
-                        detail::duration_words(timeout),
+                        detail::duration_words(timeout) + refusals.words(),
                     missing);
     }
     std::vector<pollfd> fds{{listener.fd(), POLLIN, 0}};
     for (auto& p : pending) fds.push_back({p.socket.fd(), POLLIN, 0});
     int ready = poll(fds.data(), fds.size(), std::min(remaining_ms(deadline), 100));
-    if (ready <= 0) continue;
-    if (fds[0].revents & POLLIN) {
-      int fd = accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd >= 0) pending.push_back(Arrival{Socket(fd)});
-    }
-    for (std::size_t i = pending.size(); i-- > 0;) {
-      if (i + 1 >= fds.size() || !(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Arrival& p = pending[i];
-      ssize_t r = recv(p.socket.fd(), p.hello + p.have, hello_bytes - p.have, 0);
-      if (r <= 0) {
-        if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));  // went away before saying who it is
+    const auto now = Clock::now();
+    std::deque<Pending> still;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      Pending& p = pending[i];
+      if (ready > 0 && (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
+        unsigned char buffer[wire::hello_bytes + 1];
+        ssize_t r = recv(p.socket.fd(), buffer, wire::hello_bytes + 1 - p.got.size(), 0);
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+          still.push_back(std::move(p));
+          continue;
+        }
+        if (r <= 0) continue;  // went away before saying who it is
+        p.got.insert(p.got.end(), buffer, buffer + r);
+        std::string why;
+        std::optional<wire::Hello> hello = judge(p, key, why);
+        if (!why.empty()) {
+          refuse(p, why);
+          continue;
+        }
+        if (hello) {
+          const int their_ranks = static_cast<int>(hello->ranks), their_rank = static_cast<int>(hello->rank);
+          std::string problem;
+          if (hello->ranks != static_cast<std::uint32_t>(ranks))
+            problem = "rank " + std::to_string(hello->rank) + " says the job has " + std::to_string(hello->ranks) +
+                      " ranks, rank 0 says " + std::to_string(ranks);
+          else if (their_rank <= 0 || their_rank >= ranks)
+            problem = "a process arrived as rank " + std::to_string(hello->rank) + ", outside 1.." +
+                      std::to_string(ranks - 1);
+          else if (arrived.count(their_rank))
+            problem = "rank " + std::to_string(their_rank) + " arrived twice";
+          (void)their_ranks;
+          if (!problem.empty()) {
+            send_failure(p.socket.fd(), "rank 0: " + problem);
+            fail_everyone("rank 0: " + problem + " at " + address, {});
+          }
+          arrived.emplace(their_rank, Arrived{std::move(p.socket), p.challenge, hello->nonce});
+          continue;
+        }
+      }
+      if (now >= p.read_deadline) {
+        refusals.add("it sent no hello within " + detail::duration_words(handshake_timeout));
         continue;
       }
-      p.have += static_cast<std::size_t>(r);
-      if (p.have < hello_bytes) continue;
-      Arrival done = std::move(p);
-      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
-      if (get_u32(done.hello) != hello_magic) continue;  // not a rendezvous client: ignored
-      const int their_ranks = static_cast<int>(get_u32(done.hello + 4));
-      const int their_rank = static_cast<int>(get_u32(done.hello + 8));
-      std::string problem;
-      if (their_ranks != ranks)
-        problem = "rank " + std::to_string(their_rank) + " says the job has " + std::to_string(their_ranks) +
-                  " ranks, rank 0 says " + std::to_string(ranks);
-      else if (their_rank <= 0 || their_rank >= ranks)
-        problem = "a process arrived as rank " + std::to_string(their_rank) + ", outside 1.." + std::to_string(ranks - 1);
-      else if (arrived.count(their_rank))
-        problem = "rank " + std::to_string(their_rank) + " arrived twice";
-      if (!problem.empty()) {
-        send_failure(done.socket.fd(), "rank 0: " + problem);
-        fail_everyone("rank 0: " + problem + " at " + address, {});
-      }
-      arrived.emplace(their_rank, std::move(done.socket));
+      still.push_back(std::move(p));
     }
+    pending = std::move(still);
+    if (ready > 0 && (fds[0].revents & POLLIN)) accept_waiting(listener.fd(), pending, refusals);
   }
-  unsigned char reply[1 + sizeof id.bytes] = {'I'};
-  std::memcpy(reply + 1, id.bytes.data(), id.bytes.size());
-  for (auto& [r, s] : arrived)
-    if (!write_all(s.fd(), reply, sizeof reply))
-      throw BootstrapError("rank 0: rank " + std::to_string(r) + " left before it got the unique id (" + errno_words() + ")");
+  for (auto& [r, s] : arrived) {
+    const wire::Proof proof =
+        prove(key, wire::id_proof_text(s.challenge, s.their_nonce, static_cast<std::uint32_t>(ranks),
+                                       static_cast<std::uint32_t>(r), id.bytes));
+    auto reply = wire::encode_id_reply(id.bytes, proof);
+    if (!write_all(s.socket.fd(), reply.data(), reply.size()))
+      throw BootstrapError("rank 0: rank " + std::to_string(r) + " left before it got the unique id (" + errno_words() +
+                           ")");
+  }
   return id;
 }
 
@@ -277,39 +389,89 @@ Socket connect_before(const Address& a, const std::string& address, int rank, Cl
                        " (last attempt: " + last + "); rank 0 did not arrive, or the address is wrong");
 }
 
-UniqueId join(const Address& a, const std::string& address, int rank, int ranks, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  const std::string who = "rank " + std::to_string(rank);
-  Socket s = connect_before(a, address, rank, deadline, timeout);
+// One connection's exchange: the id, or nullopt when rank 0 closed the connection before
+// it answered (it may have been busy with other connections: the caller connects again).
+std::optional<UniqueId> exchange(int fd, const std::string& address, int rank, int ranks,
+                                 Clock::time_point answer_deadline, std::chrono::milliseconds timeout, Key key) {
+  const std::string who = "rank " + std::to_string(rank), at = "rank 0 at " + address;
+  std::array<unsigned char, wire::challenge_bytes> challenge_bytes{};
+  ReadResult r = read_all(fd, challenge_bytes.data(), challenge_bytes.size(), answer_deadline);
+  if (r == ReadResult::closed) return std::nullopt;
+  if (r == ReadResult::timed_out)
+    throw BootstrapError(who + ": " + at + " sent no challenge within " + detail::duration_words(timeout));
+  auto challenge = wire::decode_challenge(challenge_bytes);
+  if (!challenge.value)
+    throw BootstrapError(who + ": " + address + " is not a cudakit rendezvous: " + challenge.problem);
+  wire::Hello hello{static_cast<std::uint32_t>(ranks), static_cast<std::uint32_t>(rank), {}, {}};
+  cudakit::detail::crypto::random_bytes(hello.nonce);
+  hello.proof = prove(key, wire::hello_proof_text(*challenge.value, hello.ranks, hello.rank, hello.nonce));
+  auto hello_bytes = wire::encode_hello(hello);
+  if (!write_all(fd, hello_bytes.data(), hello_bytes.size())) return std::nullopt;
+
   // Rank 0 gives its verdict at its own deadline, about when this one passes: its answer
   // (the id, or who did not arrive) is awaited a little longer.
-  const auto answer_deadline = deadline + verdict_grace;
-  unsigned char hello[hello_bytes];
-  put_u32(hello, hello_magic);
-  put_u32(hello + 4, static_cast<std::uint32_t>(ranks));
-  put_u32(hello + 8, static_cast<std::uint32_t>(rank));
-  if (!write_all(s.fd(), hello, sizeof hello))
-    throw BootstrapError(who + ": rank 0 at " + address + " dropped the connection (" + errno_words() + ")");
-  unsigned char kind = 0;
-  ReadResult r = read_all(s.fd(), &kind, 1, answer_deadline);
-  if (r == ReadResult::timed_out)
-    throw BootstrapError(who + ": rank 0 at " + address + " did not send the unique id within " +
-                         detail::duration_words(timeout) + " (it waits for every rank: one has not arrived)");
-  if (r == ReadResult::closed)
-    throw BootstrapError(who + ": rank 0 at " + address + " closed the connection before sending the unique id");
-  if (kind == 'F') {
-    unsigned char head[4];
-    std::string text = "(no reason given)";
-    if (read_all(s.fd(), head, 4, answer_deadline) == ReadResult::done) {
-      std::string body(std::min<std::uint32_t>(get_u32(head), 4096), '\0');
-      if (read_all(s.fd(), body.data(), body.size(), answer_deadline) == ReadResult::done) text = body;
+  std::vector<unsigned char> reply;
+  while (auto more = wire::reply_bytes_after(reply)) {
+    if (*more == 0) break;
+    const std::size_t had = reply.size();
+    reply.resize(had + *more);
+    r = read_all(fd, reply.data() + had, *more, answer_deadline);
+    if (r == ReadResult::timed_out)
+      throw BootstrapError(who + ": " + at + " did not send the unique id within " + detail::duration_words(timeout) +
+                           " (it waits for every rank: one has not arrived)");
+    if (r == ReadResult::closed) {
+      if (had == 0) return std::nullopt;
+      throw BootstrapError(who + ": " + at + " closed the connection in the middle of its answer");
     }
-    throw BootstrapError(who + ": the rendezvous failed; " + text);
   }
+  auto decoded = wire::decode_reply(reply);
+  if (!decoded.value) throw BootstrapError(who + ": " + at + " sent no unique id: " + decoded.problem);
+  if (decoded.value->failed) throw BootstrapError(who + ": the rendezvous failed; " + decoded.value->text);
+  const wire::Proof expected = prove(key, wire::id_proof_text(*challenge.value, hello.nonce, hello.ranks, hello.rank,
+                                                              decoded.value->id));
+  if (!cudakit::detail::crypto::equal_in_constant_time(expected, decoded.value->proof))
+    throw BootstrapError(who + ": " + at + " sent a unique id without proving the job secret (a wrong or missing "
+                         "secret on one side, or not the job's rank 0)");
   UniqueId id;
-  if (kind != 'I' || read_all(s.fd(), id.bytes.data(), id.bytes.size(), answer_deadline) != ReadResult::done)
-    throw BootstrapError(who + ": rank 0 at " + address + " sent no unique id");
+  id.bytes = decoded.value->id;
   return id;
+}
+
+UniqueId join(const Address& a, const std::string& address, int rank, int ranks, std::chrono::milliseconds timeout,
+              Key key) {
+  const auto deadline = Clock::now() + timeout;
+  const auto answer_deadline = deadline + verdict_grace;
+  for (;;) {
+    Socket s = connect_before(a, address, rank, deadline, timeout);
+    if (auto id = exchange(s.fd(), address, rank, ranks, answer_deadline, timeout, key)) return *id;
+    if (Clock::now() >= deadline)
+      throw BootstrapError("rank " + std::to_string(rank) + ": rank 0 at " + address +
+                           " closed the connection before sending the unique id");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// Whether `host` names this machine's loopback interface, by its text alone (no lookup).
+bool is_loopback(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+// The job secret: the option, else the environment variable, else none. Refused empty
+// on a non-loopback address unless the caller opted out.
+std::string job_secret(const Address& a, const std::string& address, const TcpRendezvousOptions& options) {
+  std::string secret = options.secret;
+  if (secret.empty())
+    if (const char* v = std::getenv(secret_variable)) secret = v;
+  if (secret.empty() && !options.allow_unauthenticated && !is_loopback(a.host))
+    throw InvalidArgument("tcp_rendezvous: " + address + " is not a loopback address and the job has no secret, so "
+                          "anyone who can connect could take the job's unique id: give every rank the same secret "
+                          "(TcpRendezvousOptions::secret or " + std::string(secret_variable) +
+                          "), or set TcpRendezvousOptions::allow_unauthenticated");
+  return secret;
 }
 
 void require_rank(int rank, int ranks, const char* what) {
@@ -321,16 +483,29 @@ void require_rank(int rank, int ranks, const char* what) {
 }  // namespace
 
 UniqueId tcp_rendezvous(const std::string& address, int rank, int ranks, std::chrono::milliseconds timeout,
-                        const UniqueId& id) {
+                        const UniqueId& id, const TcpRendezvousOptions& options) {
   require_rank(rank, ranks, "tcp_rendezvous");
   Address a = parse(address);
-  if (rank == 0) return ranks == 1 ? id : serve(a, address, ranks, timeout, id);
-  return join(a, address, rank, ranks, timeout);
+  if (ranks == 1) return id;  // nothing to hand over
+  const std::string secret = job_secret(a, address, options);
+  Key key(reinterpret_cast<const unsigned char*>(secret.data()), secret.size());
+  if (rank == 0) return serve(a, address, ranks, timeout, id, key);
+  return join(a, address, rank, ranks, timeout, key);
+}
+
+UniqueId tcp_rendezvous(const std::string& address, int rank, int ranks, std::chrono::milliseconds timeout,
+                        const TcpRendezvousOptions& options) {
+  require_rank(rank, ranks, "tcp_rendezvous");
+  return tcp_rendezvous(address, rank, ranks, timeout, rank == 0 ? UniqueId::generate() : UniqueId{}, options);
+}
+
+UniqueId tcp_rendezvous(const std::string& address, int rank, int ranks, std::chrono::milliseconds timeout,
+                        const UniqueId& id) {
+  return tcp_rendezvous(address, rank, ranks, timeout, id, TcpRendezvousOptions{});
 }
 
 UniqueId tcp_rendezvous(const std::string& address, int rank, int ranks, std::chrono::milliseconds timeout) {
-  require_rank(rank, ranks, "tcp_rendezvous");
-  return tcp_rendezvous(address, rank, ranks, timeout, rank == 0 ? UniqueId::generate() : UniqueId{});
+  return tcp_rendezvous(address, rank, ranks, timeout, TcpRendezvousOptions{});
 }
 
 }  // namespace cudakit::nccl

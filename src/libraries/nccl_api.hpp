@@ -1,6 +1,6 @@
 // Internal: NCCL, opened at run time like the driver and NVRTC (DESIGN 2), so that cudakit
 // links nothing of it and a program that never makes a communicator never needs it.
-// nccl.h supplies the types and signatures only; nothing links libnccl.
+// nccl_declarations.hpp supplies the types and signatures; nothing links libnccl.
 //
 // The library is looked for, in order: the path in CUDAKIT_LIBNCCL (only that, when set);
 // libnccl.so.2 on the loader's path (LD_LIBRARY_PATH, the distribution's libraries);
@@ -17,11 +17,11 @@
 // Only this folder calls nccl* functions, through the table: `raw::api().AllReduce(...)`.
 #pragma once
 
-#include <nccl.h>
-
 #include <cstddef>
 #include <string>
 #include <vector>
+
+#include "libraries/nccl_declarations.hpp"
 
 // Every NCCL entry cudakit calls, X(Name, Required): the C name is "nccl" #Name. The
 // fault sweep and the fake read this list. Optional entries may be missing from an older

@@ -6,6 +6,7 @@
 #include "cudakit/nccl_collectives.hpp"
 #include "graph/graph_capture.hpp"
 #include "stream/stream_state_of.hpp"
+#include "driver/profiler_names.hpp"
 #include "libraries/nccl_comm_state.hpp"
 
 namespace cudakit::nccl {
@@ -67,7 +68,7 @@ ncclResult_t call(const raw::Api& api, ncclComm_t comm, CUstream stream, const C
 [[gnu::noinline]] bool hold_in_active_capture(const StreamRef& stream, const std::shared_ptr<CommState>& state) {
   using namespace cudakit::detail;
   StreamState* s = stream_state_of(stream);
-  auto* c = s->marks.capture();
+  auto* c = capture_owned_here(s, [] { return std::string("an NCCL collective"); });
   if (c == nullptr) return false;
   graph_capture(c).resources->keep(state);
   return true;
@@ -168,6 +169,7 @@ void throw_count_mismatch(const char* what, const char* a_words, std::size_t a, 
 template <CollectiveKind K>
 void submit(const Communicator& comm, const StreamRef& stream, const Collective& c, const Reads<1>& read,
             const Writes<1>& write) {
+  cudakit::detail::profiler::Range range(cudakit::detail::profiler::Activity::collective);
   const std::shared_ptr<CommState>& state = comm.state();
   if (!state || !stream || !acceptable<K>(*state, stream, c)) [[unlikely]]
     refuse(comm, stream, c);

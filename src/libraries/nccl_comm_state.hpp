@@ -17,8 +17,6 @@
 // not watched and cost only the NCCL call. Its asynchronous errors are still polled.
 #pragma once
 
-#include <nccl.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -31,6 +29,7 @@
 #include "cudakit/stream.hpp"
 #include "libraries/nccl_api.hpp"
 #include "libraries/nccl_call_lock.hpp"
+#include "libraries/nccl_declarations.hpp"
 
 namespace cudakit::nccl::detail {
 

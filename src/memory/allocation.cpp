@@ -1,5 +1,6 @@
 // Cross-stream ordering of allocations (DESIGN 5) and their stream-ordered frees.
 #include <algorithm>
+#include <memory>
 #include <new>
 #include <optional>
 #include <sstream>
@@ -12,12 +13,15 @@
 #include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
+#include "cudakit/memory_resource.hpp"
 #include "driver/checked_call.hpp"
 #include "stream/capture_state.hpp"
 #include "stream/deferred.hpp"
 #include "device/device_state.hpp"
 #include "stream/event_pool.hpp"
 #include "memory/host_ranges.hpp"
+#include "memory/virtual_range.hpp"
+#include "memory/pool_counters.hpp"
 #include "stream/stream_state_of.hpp"
 
 namespace cudakit::detail {
@@ -58,15 +62,19 @@ bool contains(const std::vector<StreamState*>& v, const StreamState* s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
-// A use of `allocation` on stream `s`, which is in capture `c` (Note [Tracking inside a
-// capture]). Only the thread that owns the capture may submit to its streams (DESIGN 9).
-void use_in_capture(CaptureState* c, Allocation* allocation, StreamState* s, Access access) {
-  if (s->marks.capture_owner() != std::this_thread::get_id()) {
+// The capture of `s` that a use of `allocation` goes to: this thread's, or none (the use
+// is live). Only the thread that owns the capture may submit to its streams (DESIGN 9).
+CaptureState* capture_of_use(StreamState* s, const Allocation* allocation) {
+  return capture_owned_here(s, [&] {
     std::ostringstream what;
     what << "a use of buffer 0x" << std::hex << allocation->pointer;
-    refuse_submission_from_other_thread(s, what.str().c_str());
-  }
-  // `c` is this thread's: it owns the capture (checked above).
+    return what.str();
+  });
+}
+
+// A use of `allocation` on stream `s`, which is in capture `c`, this thread's (Note
+// [Tracking inside a capture]).
+void use_in_capture(CaptureState* c, Allocation* allocation, StreamState* s, Access access) {
   keep_buffer_for_capture(c, allocation, access);
   if (manual_ordering_depth != 0) return;
   CaptureState::Order& o = c->order[allocation];
@@ -143,16 +151,18 @@ void Allocation::operator delete(void* p, std::size_t size) noexcept {
 
 Ref<Allocation> Allocation::create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind,
                                    StreamRef stream) {
+  // Everything that can throw comes before the allocation holds the memory: when this
+  // throws, the caller still owns the memory and frees it, once.
+  StreamState* s = stream ? stream_state_of(stream) : nullptr;
   Ref<Allocation> a(new Allocation, adopt);
-  a->pointer = pointer;
   a->bytes = bytes;
   a->device = device;
   a->kind = kind;
-  if (stream) {
-    StreamState* s = stream_state_of(stream);
+  if (s != nullptr) {
     tracker_retain(s);
     a->owner_.store(s, std::memory_order_release);
   }
+  a->pointer = pointer;
   return a;
 }
 
@@ -168,7 +178,7 @@ bool Allocation::is_shared_across_streams() const {
 void Allocation::use_slow(const StreamRef& stream, Access access) {
   StreamState* s = stream_state_of(stream);
   if (active_captures.load(std::memory_order_acquire) != 0) {
-    if (CaptureState* capture = s->marks.capture(); capture != nullptr) {
+    if (CaptureState* capture = capture_of_use(s, this); capture != nullptr) {
       // Work on a capturing stream runs only when the graph is launched: the graph
       // records the use (and keeps this allocation alive) and orders it at launch.
       use_in_capture(capture, this, s, access);
@@ -295,6 +305,7 @@ bool free_on_the_only_stream(const Users& users, CUdeviceptr pointer, int device
   PinnedStream pinned(users.owner);
   if (!pinned || pinned.capturing()) return false;
   CUresult r = cu.MemFreeAsync(pointer, users.owner->handle);
+  if (PoolCounters* c = default_pool_counters(device)) c->freed();
   if (r != CUDA_SUCCESS) [[unlikely]]
     park_driver_error(r, cu.MemFreeAsync.name(), resource_of(AllocationKind::pool, pointer, device), "buffer free");
   return true;
@@ -326,7 +337,7 @@ FreeStream choose_free_stream(const Users& users, AllocationKind kind, int devic
   // other streams' work is waited for on it. Memory no live stream used (a pinned buffer
   // never copied) is freed without one: creating it could fail and leave the memory
   // unfreed.
-  bool need_stream = kind == AllocationKind::pool;
+  bool need_stream = is_stream_ordered(kind);
   users.each([&](StreamState* u) { need_stream = need_stream || alive(u); });
   if (!need_stream) return on;
   try {
@@ -367,7 +378,7 @@ bool order_after_every_user(const Users& users, const FreeStream& on, Allocation
     });
     // cuMemFree, cuMemFreeHost and cuMemHostUnregister are not stream-ordered: wait for
     // the streams that used the memory first (a copy may still read or write it).
-    if (kind != AllocationKind::pool && (on.user != nullptr || waited))
+    if (!is_stream_ordered(kind) && (on.user != nullptr || waited))
       check(cu.StreamSynchronize(on.handle), cu.StreamSynchronize.name(), res);
     return true;
   } catch (const DriverError& e) {
@@ -381,10 +392,24 @@ bool order_after_every_user(const Users& users, const FreeStream& on, Allocation
 }
 
 // The release itself, as the memory was obtained. A pool free is stream-ordered on
-// `stream`, null only on a dead context (no service stream could be made): the call is
-// tried all the same, and the driver refuses it with the sticky error.
-void free_by_kind(AllocationKind kind, CUdeviceptr pointer, CUstream stream, int device, const Resource& res) {
+// `stream`, null only on a dead context (no service stream could be made): then it is
+// released with cuMemFree, which needs no stream (never stream handle 0: DESIGN 1); the
+// driver refuses it with the sticky error, and that error is what is reported.
+// A resource's memory goes back to the resource, stream-ordered likewise.
+void free_by_kind(const Allocation& a, CUstream stream, const Resource& res) {
+  const AllocationKind kind = a.kind;
+  const CUdeviceptr pointer = a.pointer;
+  const int device = a.device;
+  if (kind == AllocationKind::resource) {
+    a.resource->deallocate_async(reinterpret_cast<void*>(pointer), a.bytes, default_alignment, StreamRef(stream, device));
+    return;
+  }
   if (kind == AllocationKind::pool) {
+    if (PoolCounters* c = default_pool_counters(device)) c->freed();  // gone from the books, freed or not
+    if (stream == nullptr) {
+      check(cu.MemFree(pointer), cu.MemFree.name(), res);
+      return;
+    }
     check(cu.MemFreeAsync(pointer, stream), cu.MemFreeAsync.name(), res);
     return;
   }
@@ -395,10 +420,13 @@ void free_by_kind(AllocationKind kind, CUdeviceptr pointer, CUstream stream, int
   }
   void* host = reinterpret_cast<void*>(pointer);
   switch (kind) {
-    case AllocationKind::plain: check(cu.MemFree(pointer), cu.MemFree.name(), res); break;
+    case AllocationKind::plain:
+    case AllocationKind::managed: check(cu.MemFree(pointer), cu.MemFree.name(), res); break;
     case AllocationKind::pinned_host: check(cu.MemFreeHost(host), cu.MemFreeHost.name(), res); break;
     case AllocationKind::registered_host: check(cu.MemHostUnregister(host), cu.MemHostUnregister.name(), res); break;
-    case AllocationKind::pool: break;
+    case AllocationKind::pool:
+    case AllocationKind::virtual_range:  // release_virtual_range
+    case AllocationKind::resource: break;
   }
 }
 
@@ -423,7 +451,10 @@ void Allocation::destroy() noexcept {
     // Page-locked ranges leave the registry first, so no new copy treats them as pinned.
     if (host) unregister_host_range(reinterpret_cast<const void*>(pointer));
     FreeStream on = choose_free_stream(users, kind, device);
-    if (order_after_every_user(users, on, kind, device, res, origin)) free_by_kind(kind, pointer, on.handle, device, res);
+    if (order_after_every_user(users, on, kind, device, res, origin)) {
+      if (kind == AllocationKind::virtual_range) release_virtual_range(virtual_range, device);
+      else free_by_kind(*this, on.handle, res);
+    }
   } catch (const DriverError& e) {
     park_error({e.code(), origin, e.what()});
   } catch (const std::exception& e) {

@@ -15,6 +15,7 @@
 #include "device/device_state.hpp"
 #include "driver/checked_call.hpp"
 #include "memory/host_ranges.hpp"
+#include "memory/prefault.hpp"
 #include "memory/staging.hpp"
 #include "memory/stream_fault.hpp"
 
@@ -75,20 +76,30 @@ void staged_upload(StreamRef stream, const void* source, CUdeviceptr destination
 }
 
 // Where a blocking download puts the bytes: memory the caller has, or memory made once
-// the first copies are queued (a new vector: its allocation and first touch then overlap
-// the device's work instead of following it).
+// the first copies are queued (a new vector). Either way its pages are mapped in one call
+// then (memory/prefault.hpp): the allocation and the first touch overlap the device's
+// work instead of following it, page fault by page fault.
 class HostDestination {
  public:
   explicit HostDestination(void* data) : data_(static_cast<unsigned char*>(data)) {}
   explicit HostDestination(NewHostMemory make) : make_(make) {}
+  // Called once the first copy is queued, before the first wait.
   unsigned char* get(std::size_t bytes) {
-    if (data_ == nullptr) data_ = static_cast<unsigned char*>(make_.make(make_.context, bytes));
+    if (ready_) return data_;
+    ready_ = true;
+    if (data_ != nullptr) {
+      prefault_for_write(data_, bytes);
+      return data_;
+    }
+    prefault_for_write(make_.reserve(make_.context, bytes), bytes);  // before the vector's zero-fill touches it
+    data_ = static_cast<unsigned char*>(make_.make(make_.context, bytes));
     return data_;
   }
 
  private:
   unsigned char* data_ = nullptr;
   NewHostMemory make_{};
+  bool ready_ = false;
 };
 
 // A blocking pageable download: copies into staging buffers, a few in flight at a time,
@@ -150,6 +161,9 @@ void staged_download_async(StreamRef stream, CUdeviceptr source, void* destinati
       std::memcpy(into, from, n);
     });
     lease.record();
+    // The destination's pages mapped in one call while the device works (the callbacks
+    // only write; the call changes no byte, so it may overlap them).
+    if (done == 0) prefault_for_write(destination, bytes);
     done += n;
   }
 }

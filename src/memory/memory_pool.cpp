@@ -10,6 +10,7 @@
 #include "device/device_state.hpp"
 #include "driver/checked_call.hpp"
 #include "memory/memory_testing.hpp"
+#include "memory/pool_counters.hpp"
 
 namespace cudakit {
 
@@ -86,6 +87,10 @@ PoolUsage MemoryPoolRef::usage() const {
   u.reserved_high_bytes = attribute(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, "reserved memory peak");
   u.used_bytes = attribute(CU_MEMPOOL_ATTR_USED_MEM_CURRENT, "used memory");
   u.used_high_bytes = attribute(CU_MEMPOOL_ATTR_USED_MEM_HIGH, "used memory peak");
+  if (const detail::PoolCounters* c = detail::pool_counters(handle_)) {
+    u.live_allocations = c->live();
+    u.allocations_made = c->made();
+  }
   return u;
 }
 
@@ -122,6 +127,19 @@ void trim_default_pool_quietly(int device) noexcept {
     (void)cu.MemPoolTrimTo(pool, 0);
   } catch (...) {
   }
+}
+
+std::size_t default_pool_reserve_quietly(int device) noexcept {
+  if (device < 0 || device >= max_devices) return OutOfMemory::no_pool;
+  CUmemoryPool pool = default_pools[device].load(std::memory_order_acquire);
+  cuuint64_t reserved = 0;
+  try {
+    if (pool == nullptr || cu.MemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS)
+      return OutOfMemory::no_pool;
+  } catch (...) {
+    return OutOfMemory::no_pool;
+  }
+  return static_cast<std::size_t>(reserved);
 }
 
 void reset_pools_for_testing() {

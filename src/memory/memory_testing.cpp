@@ -6,6 +6,7 @@ namespace cudakit::detail {
 void reset_memory_states_for_testing() {
   reset_staging_for_testing();
   reset_pools_for_testing();
+  reset_pool_counters_for_testing();
 }
 
 }  // namespace cudakit::detail

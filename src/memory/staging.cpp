@@ -399,18 +399,35 @@ std::size_t StagingPool::release_idle() {
   return freed;
 }
 
+// The buffers are taken out under the mutex and waited for outside it (no driver call
+// waits under the mutex). A buffer whose copy cannot be waited for is kept, reported: a
+// copy may still use it, unless the context is dead (DESIGN 7: nothing runs any more).
 void StagingPool::free_all() noexcept {
-  std::lock_guard lock(mutex_);
+  std::vector<StagingChunk*> chunks;
+  {
+    std::lock_guard lock(mutex_);
+    chunks.swap(chunks_);
+    free_.clear();
+  }
   try {
-    if (!chunks_.empty()) make_current();
+    if (!chunks.empty()) make_current();
   } catch (...) {
   }
-  for (StagingChunk* c : chunks_) {
-    if (c->pending) (void)cu.EventSynchronize(c->done);  // a copy may still use it
+  for (StagingChunk* c : chunks) {
+    if (c->pending) {
+      if (CUresult r = cu.EventSynchronize(c->done); r != CUDA_SUCCESS) {
+        park_driver_error(r, cu.EventSynchronize.name(), staging_resource(device_), "staging buffers");
+        if (poison_of(device_) == nullptr) {
+          park_error({r, "staging buffers",
+                      "a staging buffer of " + describe(staging_resource(device_)) +
+                          " is kept (a leak): the copy that used it could not be waited for, and freeing it now "
+                          "could pull it from under that copy"});
+          continue;
+        }
+      }
+    }
     destroy(c);
   }
-  chunks_.clear();
-  free_.clear();
 }
 
 std::mutex pools_mutex;

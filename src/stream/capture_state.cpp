@@ -25,6 +25,7 @@ namespace cudakit::detail {
 using driver::cu;
 
 CapturedCallbackHook keep_callback_for_capture = nullptr;
+void (*after_capture_read_hook)() = nullptr;
 
 namespace {
 
@@ -82,6 +83,11 @@ thread_local StrictCountOwner strict_count_owner;
 
 }  // namespace
 
+namespace {
+
+// Records `s`'s capture fence: the work submitted to it so far. The caller holds the
+// stream's claim (StreamMarks::claim_for_capture), so no capture begins on it meanwhile
+// and the fence is recorded live, never into somebody's graph.
 void record_fence(StreamState* s) {
   CUevent fence = s->capture_fence.load(std::memory_order_acquire);
   if (fence == nullptr) {
@@ -93,22 +99,44 @@ void record_fence(StreamState* s) {
   checked_call(cu.EventRecord, stream_resource_of(s), fence, s->handle);
 }
 
+// Claims `s` and records its fence: false, having recorded nothing, when a capture holds
+// or claims it already. True: `s` is claimed, for the caller to mark or drop.
+bool claim_and_record_fence(StreamState* s) {
+  if (!s->marks.claim_for_capture()) return false;
+  try {
+    record_fence(s);
+  } catch (...) {
+    s->marks.drop_claim();
+    throw;
+  }
+  return true;
+}
+
+// The claimed stream `s` enters capture `c` (room for it is reserved already).
+void mark_claimed_member(CaptureState* c, StreamState* s) noexcept {
+  s->marks.mark_claimed_capturing(c, c->owner);
+  c->members.emplace_back(s);
+}
+
+}  // namespace
+
 void release_capture_fence(int device, CUevent fence) noexcept { release_pooled_event(device, fence); }
 
 // ---- joins ----
 
 // `s` enters capture `c` in cudakit's books. A capture's start and a fork call this before
-// the driver makes the stream capture (Note [Pins and marks]): the mark, then the wait for
-// the threads that pinned `s` before they could see it (a free or a hand-off event from
-// another thread). Their work on `s` is submitted before the capture begins, and all later
-// work of theirs sees the mark and stays out of the capture, which would otherwise take it
-// in as nodes of the graph.
-// False, changing nothing, when `s` is in a capture already (two threads began captures on
-// it at once: one of them wins, whole).
+// the driver makes the stream capture (Note [Pins and marks]): the claim, the capture
+// fence, the mark, then the wait for the threads that pinned `s` before they could see it
+// (a free or a hand-off event from another thread). Their work on `s` is submitted before
+// the capture begins, and all later work of theirs sees the mark and stays out of the
+// capture, which would otherwise take it in as nodes of the graph.
+// False, having recorded and changed nothing, when `s` is in a capture already, or another
+// capture claimed it (two threads began captures on it at once: one of them wins, whole,
+// and the loser's fence cannot land in the winner's capture).
 bool join_capture(CaptureState* c, StreamState* s) {
   c->members.reserve(c->members.size() + 1);
-  if (!s->marks.mark_capturing(c, c->owner)) return false;
-  c->members.emplace_back(s);
+  if (!claim_and_record_fence(s)) return false;
+  mark_claimed_member(c, s);
   return true;
 }
 
@@ -121,8 +149,8 @@ void leave_capture(CaptureState* c, StreamState* s) noexcept {
 }
 
 void throw_already_capturing(const StreamState* s) {
-  throw CaptureError(stream_words(s) + " is already capturing (a capture on it, or one it joined, is in progress); "
-                     "captures do not nest");
+  throw CaptureError(stream_words(s) + " is already capturing (a capture on it, or one it joined, is in progress "
+                     "or beginning); captures do not nest");
 }
 
 // ---- the registry ----
@@ -171,7 +199,6 @@ void wait_while_capturing(StreamRef to, StreamState* to_state, StreamRef from, S
     // A fork: `to` joins `from`'s capture. Its work so far stays outside (its fence).
     // Marked before the wait that makes it capture (join).
     CaptureState* c = from_capture;
-    record_fence(to_state);
     if (!join_capture(c, to_state)) throw_already_capturing(to_state);  // another thread's capture took it meanwhile
     try {
       order_after(to.handle(), from.handle(), from.device_ordinal());
@@ -201,16 +228,27 @@ void note_event_record(StreamState* stream, CUevent event) {
 }
 
 CaptureState* before_event_wait(StreamRef, StreamState* state, CUevent event) {
-  if (state->marks.capture() != nullptr) return nullptr;
-  record_fence(state);
+  // Claimed while the fence is recorded, so that no capture begins on the stream meanwhile
+  // and takes the fence in. No claim: a capture holds or claims the stream, and the wait
+  // does not make it join another one.
+  if (!claim_and_record_fence(state)) return nullptr;
   CaptureState* c = nullptr;
-  {
+  try {
     std::lock_guard lock(registry_mutex);
     auto it = recorded_in_capture().find(event);
-    if (it != recorded_in_capture().end() && it->second->owner == std::this_thread::get_id()) c = it->second;
+    if (it != recorded_in_capture().end() && it->second->owner == std::this_thread::get_id()) {
+      c = it->second;  // this thread's capture: it cannot end meanwhile
+      c->members.reserve(c->members.size() + 1);
+    }
+  } catch (...) {
+    state->marks.drop_claim();
+    throw;
   }
-  if (c == nullptr) return nullptr;
-  if (!join_capture(c, state)) throw_already_capturing(state);
+  if (c == nullptr) {
+    state->marks.drop_claim();
+    return nullptr;
+  }
+  mark_claimed_member(c, state);
   return c;
 }
 
@@ -228,21 +266,31 @@ void after_event_wait(StreamRef stream, StreamState* state, CaptureState* joined
     leave_capture(joined, state);  // the driver joined it to no capture, or to another one (found below)
   }
   if (r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return;
+  // The capture and its owner are read under the registry's lock: a capture another
+  // thread owns may end, and be freed, the moment the lock is released, while this
+  // thread's own capture cannot end meanwhile.
   CaptureState* c = nullptr;
+  std::thread::id owner;
   {
     std::lock_guard lock(registry_mutex);
     auto it = registry().find(id);
-    if (it != registry().end()) c = it->second;
+    if (it != registry().end()) {
+      c = it->second;
+      owner = c->owner;
+    }
   }
   if (c == nullptr) return;  // a capture cudakit did not begin
-  if (c->owner != std::this_thread::get_id())
+  if (owner != std::this_thread::get_id())
     throw CaptureError("cuStreamWaitEvent on " + stream_words(state) + " from " + thread_words(std::this_thread::get_id()) +
-                       " made it join a capture owned by " + thread_words(c->owner) +
+                       " made it join a capture owned by " + thread_words(owner) +
                        "; work from another thread must not enter that graph");
   // The driver made the stream capture already, and the mark follows: an event recorded
   // in the capture other than through cudakit (EventRef::record marks before the wait).
   // A free or hand-off from another thread in between can still land in the capture.
-  if (!join_capture(c, state)) throw_already_capturing(state);
+  // Its fence was recorded before the wait (before_event_wait).
+  c->members.reserve(c->members.size() + 1);
+  if (!state->marks.mark_capturing(c, c->owner)) throw_already_capturing(state);
+  c->members.emplace_back(state);
 }
 
 void wait_for_stream_work(CUstream to, int, StreamState* from) {

@@ -15,10 +15,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "cudakit/detail/capture_guard.hpp"
 #include "cudakit/detail/ref.hpp"
 #include "cudakit/detail/stream_state.hpp"
 #include "cudakit/stream.hpp"
@@ -47,17 +49,36 @@ struct CaptureState {
   std::unordered_map<const Allocation*, Order> order;
 };
 
+/// For the unit tests only: called, when set, by capture_owned_here between its read of a
+/// stream's capture and its read of that capture's owner (a test ends the capture there).
+extern void (*after_capture_read_hook)();
+
+/// The capture `s` is in, when this thread owns it; null when `s` is in no capture, or in
+/// one that ended since it was looked at (the work then runs live, as the capture is over).
+/// Throws the refusal of DESIGN 9 when another thread's capture holds `s` (`what()` names
+/// the submission, made only then). A capture returned here stays valid while this thread
+/// uses it: only its owner ends it, and that is this thread. Another thread's capture is
+/// never touched: it may end, and be freed, at any moment.
+template <class Words>
+CaptureState* capture_owned_here(StreamState* s, Words&& what) {
+  CaptureState* c = s->marks.capture();
+  if (c == nullptr) return nullptr;
+  if (after_capture_read_hook != nullptr) [[unlikely]]
+    after_capture_read_hook();
+  if (s->marks.capture_owner() == std::this_thread::get_id()) return c;
+  refuse_submission_from_other_thread(s, what().c_str());
+  return nullptr;  // the capture ended since: nothing to refuse
+}
+
 /// Hands `callback`, submitted to a stream of `capture`, to the capture's graph, which owns
 /// it and runs it at every launch; returns the pointer the host function is given.
 /// Installed by the layer that makes graphs (the only one that begins captures).
 using CapturedCallbackHook = HostCallback* (*)(CaptureState* capture, std::unique_ptr<HostCallback> callback);
 extern CapturedCallbackHook keep_callback_for_capture;
 
-/// Records `s`'s capture fence: the work submitted to it so far (it is not capturing yet).
-void record_fence(StreamState* s);
-
-/// `s` enters capture `c` in cudakit's books (capture_state.cpp says in which order). False,
-/// changing nothing, when `s` is in a capture already.
+/// `s` enters capture `c` in cudakit's books, its capture fence (the work submitted to it
+/// so far) recorded first (capture_state.cpp says in which order). False, having recorded
+/// and changed nothing, when `s` is in a capture already or another capture claimed it.
 bool join_capture(CaptureState* c, StreamState* s);
 /// Undoes a join: the driver did not make `s` capture after all.
 void leave_capture(CaptureState* c, StreamState* s) noexcept;

@@ -9,6 +9,7 @@
 #include "cudakit/driver.hpp"
 #include "cudakit/error.hpp"
 #include "device/device_state.hpp"
+#include "driver/profiler_names.hpp"
 #include "stream/capture_state.hpp"
 #include "stream/create_prologue.hpp"
 #include "stream/event_pool.hpp"
@@ -34,6 +35,7 @@ CUstream create_stream(ContextRef context, int priority) {
   context.make_current();
   detail::CaptureTolerantScope tolerant;  // a stream made while a capture runs leaves it valid
   check(cu.StreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, priority), cu.StreamCreateWithPriority.name(), res);
+  detail::profiler::name_stream(s, context.device_ordinal());
   return s;
 }
 // A capturing stream's work runs only when its graph is launched: there is nothing to
@@ -56,8 +58,16 @@ void StreamRef::throw_empty(const char* call) {
                     "legacy default stream");
 }
 
+void StreamRef::throw_destroyed(const char* call) const {
+  throw EmptyHandle(std::string(call) + ": use of a StreamRef to " +
+                    describe(stream_resource(handle_, device_)) +
+                    " after its Stream was destroyed (or released); a StreamRef does not keep its stream alive, so "
+                    "keep the Stream until its last use");
+}
+
 bool StreamRef::query() const {
   require_handle(cu.StreamQuery.name());
+  require_live(cu.StreamQuery.name());
   refuse_if_capturing(*this, cu.StreamQuery.name());
   Resource res = stream_resource(handle_, device_);
   check_not_poisoned(cu.StreamQuery.name(), res);
@@ -72,6 +82,7 @@ bool StreamRef::query() const {
 
 void StreamRef::synchronize() const {
   require_handle(cu.StreamSynchronize.name());
+  require_live(cu.StreamSynchronize.name());
   refuse_if_capturing(*this, cu.StreamSynchronize.name());
   Resource res = stream_resource(handle_, device_);
   check_not_poisoned(cu.StreamSynchronize.name(), res);
@@ -84,6 +95,7 @@ void StreamRef::synchronize() const {
 
 void StreamRef::wait(EventRef event) const {
   require_handle(cu.StreamWaitEvent.name());
+  require_live(cu.StreamWaitEvent.name());
   if (!event) detail::throw_empty_handle("Event");
   Resource res = stream_resource(handle_, device_);
   check_not_poisoned(cu.StreamWaitEvent.name(), res);
@@ -105,6 +117,8 @@ void StreamRef::wait(EventRef event) const {
 void StreamRef::wait(StreamRef other) const {
   require_handle(cu.StreamWaitEvent.name());
   other.require_handle(cu.EventRecord.name());
+  require_live(cu.StreamWaitEvent.name());
+  other.require_live(cu.EventRecord.name());
   if (other.handle_ == handle_) return;  // stream order already holds
   check_not_poisoned(cu.StreamWaitEvent.name(), stream_resource(handle_, device_));
   if (detail::active_captures.load(std::memory_order_relaxed) != 0) [[unlikely]] {
@@ -116,6 +130,7 @@ void StreamRef::wait(StreamRef other) const {
 
 int StreamRef::priority() const {
   require_handle(cu.StreamGetPriority.name());
+  require_live(cu.StreamGetPriority.name());
   int p = 0;
   Resource res = stream_resource(handle_, device_);
   check_not_poisoned(cu.StreamGetPriority.name(), res);
@@ -161,8 +176,7 @@ void enqueue_host_callback(const StreamRef& ref, std::unique_ptr<HostCallback> c
   check_not_poisoned(cu.LaunchHostFunc.name(), res);
   if (active_captures.load(std::memory_order_relaxed) != 0) {
     StreamState* s = stream_state_of(ref);
-    check_capturing_thread(s, cu.LaunchHostFunc.name());
-    if (auto* capture = s->marks.capture()) {
+    if (auto* capture = capture_owned_here(s, [] { return std::string(cu.LaunchHostFunc.name()); })) {
       // Captured: a host node that runs at every launch, so the graph owns the callable.
       HostCallback* owned = keep_callback_for_capture(capture, std::move(callback));
       check(cu.LaunchHostFunc(stream, &run_kept_host_callback, owned), cu.LaunchHostFunc.name(), res);
@@ -183,14 +197,20 @@ void enqueue_host_callback(const StreamRef& ref, std::unique_ptr<HostCallback> c
 
 }  // namespace detail
 
-Stream::Stream(CUstream handle, int device) {
-  auto* state = new detail::StreamState;
+Stream::Stream(CUstream handle, int device, detail::StreamState* state) noexcept {
   state->handle = handle;
   state->device = device;
   ref_ = StreamRef(handle, device, state);
 }
 
-Stream::Stream(ContextRef context, int priority) : Stream(create_stream(context, priority), context.device_ordinal()) {}
+// The state is made before the stream: when making it throws, there is no handle to leak.
+Stream::Stream(ContextRef context, int priority)
+    : Stream(std::make_unique<detail::StreamState>(), context, priority) {}
+
+Stream::Stream(std::unique_ptr<detail::StreamState> state, ContextRef context, int priority)
+    : Stream(create_stream(context, priority), context.device_ordinal(), state.get()) {
+  state.release();  // the Stream holds its first reference
+}
 
 Stream::Stream(Device device, int priority)
     : Stream(ContextRef(detail::library_context(device.ordinal()), device.ordinal()), priority) {}
@@ -207,25 +227,35 @@ Stream Stream::adopt(CUstream handle, int device) {
     throw InvalidArgument("Stream::adopt: " + describe(stream_resource(handle, device)) +
                           " is a blocking stream (it synchronizes with the legacy default stream); create it with "
                           "CU_STREAM_NON_BLOCKING");
-  return Stream(handle, device);
+  auto state = std::make_unique<detail::StreamState>();  // when this throws, the caller still owns the handle
+  return Stream(handle, device, state.release());
 }
 
 void Stream::reset() noexcept {
   if (!ref_) return;
   StreamRef ref = std::exchange(ref_, {});
   detail::StreamState* state = ref.state();
+  if (state != nullptr) detail::end_generation(state);  // every ref made from this owner is stale now
   try {
+    const bool capturing = state != nullptr && state->marks.capture() != nullptr;
     if (state != nullptr && state->trackers() > 0) {
       // A buffer still names this stream as its owner, writer or reader: finish the
       // stream's work so that "dead" means "done" for that buffer (detail/stream_state.hpp).
-      CUresult r = cu.StreamSynchronize(ref.handle());
+      // A capturing stream's live work is what came before its capture, its capture fence
+      // (synchronizing the stream itself would be refused and invalidate the capture).
+      // The fence wait is a call the driver refuses on a thread that is capturing (it
+      // would invalidate this thread's capture), so it runs under a tolerant scope.
+      CUevent fence = capturing ? state->capture_fence.load(std::memory_order_acquire) : nullptr;
+      detail::CaptureTolerantScope tolerant_wait;
+      CUresult r = capturing ? (fence != nullptr ? cu.EventSynchronize(fence) : CUDA_SUCCESS)
+                             : cu.StreamSynchronize(ref.handle());
       if (r != CUDA_SUCCESS) {
         Resource res = stream_resource(ref.handle(), ref.device_ordinal());
         res.last_launch = detail::last_launch_of(state);
-        park_driver_error(r, cu.StreamSynchronize.name(), res, "~Stream");
+        park_driver_error(r, capturing ? cu.EventSynchronize.name() : cu.StreamSynchronize.name(), res, "~Stream");
       }
     }
-    if (state != nullptr && state->marks.capture() != nullptr)
+    if (capturing)
       park_error({CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "~Stream",
                   describe(stream_resource(ref.handle(), ref.device_ordinal())) +
                       " was destroyed while a capture it takes part in is in progress; that capture fails"});
@@ -258,10 +288,18 @@ StreamState* borrowed_stream_state(CUstream handle, int device) {
   std::lock_guard lock(borrowed_mutex);
   auto& m = borrowed();
   auto it = m.find(handle);
-  if (it != m.end()) return it->second.get();
+  if (it != m.end() && it->second->device == device) return it->second.get();
+  // A handle the registry knows on another device names another stream: the one it named
+  // was destroyed (a borrowed stream outlives its buffers' uses, StreamRef says), and the
+  // driver gave its handle to a new stream. The new stream gets a state of its own; the
+  // old one lives on while trackers still name it.
   auto s = make_ref<StreamState>();
   s->handle = handle;
   s->device = device;
+  if (it != m.end()) {
+    it->second = std::move(s);
+    return it->second.get();
+  }
   return m.emplace(handle, std::move(s)).first->second.get();
 }
 

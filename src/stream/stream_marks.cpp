@@ -19,14 +19,31 @@ void StreamMarks::mark_dead() noexcept {
 }
 
 bool StreamMarks::mark_capturing(CaptureState* c, std::thread::id owner) noexcept {
+  if (!claim_for_capture()) return false;
+  mark_claimed_capturing(c, owner);
+  return true;
+}
+
+bool StreamMarks::claim_for_capture() noexcept {
+  std::lock_guard lock(capture_marks_mutex);
+  if (claimed_ || capture_.load(std::memory_order_relaxed) != nullptr) return false;
+  claimed_ = true;
+  return true;
+}
+
+void StreamMarks::mark_claimed_capturing(CaptureState* c, std::thread::id owner) noexcept {
   {
     std::lock_guard lock(capture_marks_mutex);
-    if (capture_.load(std::memory_order_relaxed) != nullptr) return false;
+    claimed_ = false;
     capture_owner_.store(owner, std::memory_order_release);
     capture_.store(c, std::memory_order_seq_cst);
   }
   wait_for_pins();
-  return true;
+}
+
+void StreamMarks::drop_claim() noexcept {
+  std::lock_guard lock(capture_marks_mutex);
+  claimed_ = false;
 }
 
 void StreamMarks::unmark_capturing(const CaptureState* c) noexcept {

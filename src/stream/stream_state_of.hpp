@@ -8,11 +8,15 @@
 namespace cudakit::detail {
 
 /// The state cudakit keeps for `stream`: its own for a stream cudakit made, a borrowed
-/// stream's from the registry (borrowed_stream_state). EmptyHandle on an empty ref.
+/// stream's from the registry (borrowed_stream_state). EmptyHandle on an empty ref, and
+/// on a ref whose Stream was destroyed (Note [Stale stream refs]).
 /// Inline: a buffer's allocation and every tracked use on a second stream ask for it.
 inline StreamState* stream_state_of(StreamRef stream) {
   stream.require_handle("buffer use");
-  if (StreamState* s = stream.state()) return s;
+  if (StreamState* s = stream.state()) {
+    stream.require_live("buffer use");  // off the fast paths: checked in every build
+    return s;
+  }
   return borrowed_stream_state(stream.handle(), stream.device_ordinal());
 }
 

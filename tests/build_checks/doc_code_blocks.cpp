@@ -15,9 +15,12 @@
 //   <!-- cpp fragment         a fragment that uses names the text around it defines:
 //   LINE...                   each LINE is either an #include, placed before the function,
 //   -->                       or a declaration, placed in the function before the block.
+//   <!-- cpp excerpt: WHY --> not compiled: an excerpt of code that lives elsewhere (a
+//                             kernel's body, a signature), and WHY says why; an excerpt
+//                             without a reason is an error.
 //
-// Every block is compiled; there is no way to leave one out. The exit status is 0 when
-// every block compiled, 1 otherwise (each failure names the file and the block's line).
+// Every other block is compiled. The exit status is 0 when every block compiled and at
+// least one block was found, 1 otherwise (each failure names the file and the block's line).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -35,6 +38,7 @@ struct Block {
   std::string doc;               // the Markdown file
   int first_line = 0;            // the line after the opening fence, 1-based
   bool program = false;          // compiled as written
+  bool excerpt = false;          // not compiled (its marker says why)
   std::vector<std::string> includes;  // from the marker: before the function
   std::vector<std::string> given;     // from the marker: inside it, before the block
   std::vector<std::string> lines;
@@ -49,11 +53,20 @@ std::string trim(const std::string& s) {
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
+// "<!-- cpp excerpt: REASON -->" with a reason of a few words.
+bool valid_excerpt_marker(const std::string& head) {
+  const std::string prefix = "<!-- cpp excerpt:", suffix = "-->";
+  if (!starts_with(head, prefix) || head.size() < prefix.size() + suffix.size()) return false;
+  if (head.compare(head.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+  return trim(head.substr(prefix.size(), head.size() - prefix.size() - suffix.size())).size() >= 8;
+}
+
 // The marker that ends on line `end` (0-based, the line before a fence), if any: its first
 // line's words and the lines between it and "-->".
 bool read_marker(const std::vector<std::string>& lines, std::size_t end, std::string& head,
                  std::vector<std::string>& body) {
-  if (trim(lines[end]) == "<!-- cpp program -->" || trim(lines[end]) == "<!-- cpp fragment -->") {
+  if (trim(lines[end]) == "<!-- cpp program -->" || trim(lines[end]) == "<!-- cpp fragment -->" ||
+      starts_with(trim(lines[end]), "<!-- cpp excerpt")) {
     head = trim(lines[end]);
     return true;
   }
@@ -88,6 +101,12 @@ std::vector<Block> blocks_of(const std::string& doc) {
     std::vector<std::string> body;
     if (i > 0 && read_marker(lines, i - 1, head, body)) {
       b.program = head == "<!-- cpp program -->";
+      b.excerpt = starts_with(head, "<!-- cpp excerpt");
+      if (b.excerpt && !valid_excerpt_marker(head)) {
+        std::cerr << doc << ":" << i << ": an excerpt's marker says why it is not compiled: "
+                  << "<!-- cpp excerpt: REASON -->\n";
+        std::exit(1);
+      }
       for (const std::string& l : body) (starts_with(trim(l), "#include") ? b.includes : b.given).push_back(l);
     }
     std::size_t j = i + 1;
@@ -139,15 +158,15 @@ int main(int argc, char** argv) {
   std::string command;
   for (std::size_t i = separator + 1; i < args.size(); ++i) command += shell_quoted(args[i]) + " ";
 
-  int failed = 0, compiled = 0;
+  int failed = 0, compiled = 0, excerpts = 0;
   for (std::size_t d = 1; d < separator; ++d) {
     std::vector<Block> blocks = blocks_of(args[d]);
-    if (blocks.empty()) {
-      std::cerr << args[d] << ": no ```cpp block (the check expects some)\n";
-      ++failed;
-    }
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       const Block& b = blocks[i];
+      if (b.excerpt) {
+        ++excerpts;
+        continue;
+      }
       const fs::path unit = work / (fs::path(b.doc).stem().string() + "_" + std::to_string(b.first_line) + ".cpp");
       std::ofstream(unit) << unit_of(b, static_cast<int>(i));
       const std::string object = (work / unit.stem()).string() + ".o";
@@ -160,6 +179,10 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::cout << compiled << " code blocks compiled, " << failed << " failed\n";
+  std::cout << compiled << " code blocks compiled, " << failed << " failed, " << excerpts << " excerpts left out\n";
+  if (compiled == 0) {
+    std::cerr << "no ```cpp block compiled (the check expects some)\n";
+    return 1;
+  }
   return failed == 0 ? 0 : 1;
 }

@@ -12,9 +12,16 @@ thread_local bool counting = false;
 thread_local long allocations = 0;
 thread_local long every_allocation = 0;
 
+thread_local long fail_countdown = 0;  // the allocation that fails, counted down; 0: none
+thread_local bool fail_fired = false;
+
 void* counted_allocation(std::size_t n) {
   ++every_allocation;
   if (counting && cudakit::fake::inside_fake_driver == 0) ++allocations;
+  if (fail_countdown > 0 && cudakit::fake::inside_fake_driver == 0 && --fail_countdown == 0) {
+    fail_fired = true;
+    throw std::bad_alloc();
+  }
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
@@ -41,5 +48,12 @@ CountAllocations::CountAllocations() {
 }
 CountAllocations::~CountAllocations() { counting = false; }
 long CountAllocations::count() const { return allocations; }
+
+FailNthAllocation::FailNthAllocation(long nth) {
+  fail_countdown = nth;
+  fail_fired = false;
+}
+FailNthAllocation::~FailNthAllocation() { fail_countdown = 0; }
+bool FailNthAllocation::failed() const { return fail_fired; }
 
 }  // namespace cudakit::testing

@@ -115,6 +115,22 @@ TEST(BenchPlot, IsWellFormedWithABarAndATargetPerResult) {
   EXPECT_EQ(doc.find("bandwidth:"), std::string::npos);       // no size sweep, no line chart
 }
 
+TEST(BenchPlot, EachVerdictHasItsColourAndTheLegendNamesThem) {
+  Result noisy = cost_result("noisy", "events", {{0.95e-6, 1.1e-6, 1.0e-6}, {1e-6, 1e-6, 1e-6}}, 1.05);  // 0.95..1.10
+  std::string met_only = plot_svg({cost("event record", 0.131, 0.13)}, "H200");
+  std::string with_noise = plot_svg({cost("event record", 0.131, 0.13), noisy}, "H200");
+  std::string with_miss = plot_svg({cost("slow", 1.3, 1.0)}, "H200");
+  const std::string met = "#2e7d32", within_noise = "#ef8f00", missed = "#c62828";
+  EXPECT_EQ(xml_problem(with_noise), "") << with_noise;
+  // Each colour appears once in the legend; a bar or label of that verdict adds more.
+  EXPECT_EQ(count(met_only, within_noise), 1u);
+  EXPECT_GT(count(with_noise, within_noise), 1u) << "the within-noise bar is amber";
+  EXPECT_GT(count(with_miss, missed), 1u);
+  EXPECT_EQ(count(with_miss, met), 1u) << "a miss is not drawn as met";
+  EXPECT_NE(met_only.find(">within noise<"), std::string::npos);
+  EXPECT_NE(met_only.find(">target missed<"), std::string::npos);
+}
+
 TEST(BenchPlot, AReportedRatioFarOffDoesNotStretchTheAxis) {
   Result far = cost("first request, cold", 900.0, 18.0);  // 50x
   far.target_ratio = 0;

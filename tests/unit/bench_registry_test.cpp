@@ -53,6 +53,21 @@ TEST(BenchSelection, QuickOnlyKeepsTheQuickRun) {
             (std::vector<std::string>{"event record", "event query (completed)", "stream create+destroy"}));
 }
 
+TEST(BenchSelection, ASpaceInAFilterMatchesTheDashOfAGroupName) {
+  const std::vector<Benchmark> phases = {named("warm", "idiom-phases"), named("cold start", "streams")};
+  EXPECT_EQ(names(select(phases, {"idiom phases"}, false)), (std::vector<std::string>{"warm"}));
+  EXPECT_EQ(names(select(phases, {"cold start"}, false)), (std::vector<std::string>{"cold start"}))
+      << "names keep their spaces";
+}
+
+TEST(BenchSelection, NoRegisteredGroupNameHasASpace) {
+  ASSERT_FALSE(benchmarks().empty());
+  for (const Benchmark& b : benchmarks()) {
+    EXPECT_EQ(b.group.find(' '), std::string::npos) << b.name << ": group '" << b.group << "'";
+    EXPECT_FALSE(b.group.empty()) << b.name;
+  }
+}
+
 TEST(BenchSelection, AFilterMatchingNothingSelectsNothing) { EXPECT_TRUE(select(catalogue, {"tensor"}, false).empty()); }
 
 TEST(BenchSelection, SubstringTestIgnoresAsciiCase) {

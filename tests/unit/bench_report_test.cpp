@@ -87,6 +87,33 @@ TEST(BenchReport, EveryResultCarriesSamplesSpreadsRatioTargetAndVerdict) {
   EXPECT_TRUE(results[3]["ratio"].is_null()) << "no ratio without samples: null, not NaN";
 }
 
+TEST(BenchReport, EveryResultCarriesItsIntervalAndVerdict) {
+  json doc = parsed(report_json(sample_info(), sample_results()));
+  const json& results = doc["results"];
+  EXPECT_EQ(results[0]["verdict"], "met");
+  EXPECT_NEAR(results[0]["ratio_interval"]["low"].get<double>(), 1.0, 1e-9);
+  EXPECT_NEAR(results[0]["ratio_interval"]["high"].get<double>(), 1.0, 1e-9);
+  EXPECT_NEAR(results[0]["ratio_interval"]["confidence"].get<double>(), 0.75, 1e-9) << "three rounds: [min, max]";
+  EXPECT_EQ(results[1]["verdict"], "missed");
+  EXPECT_NEAR(results[1]["ratio_interval"]["low"].get<double>(), 1.2, 1e-9);
+  EXPECT_EQ(results[3]["verdict"], "error");
+  EXPECT_TRUE(results[3]["ratio_interval"]["low"].is_null()) << "no interval without samples: null";
+  EXPECT_NE(doc["ratio_interval_method"].get<std::string>().find("median per-round"), std::string::npos);
+}
+
+TEST(BenchReport, WithinNoisePassesAndIsCountedApart) {
+  // Per-round ratios 0.95, 1.00, 1.10, 1.20, 0.90: the interval [0.90, 1.20] holds 1.05.
+  Result noisy = cost_result("noisy", "events", {{0.95e-6, 1.0e-6, 1.1e-6, 1.2e-6, 0.9e-6}, {1e-6, 1e-6, 1e-6, 1e-6, 1e-6}},
+                             1.05);
+  json doc = parsed(report_json(sample_info(), {noisy}));
+  EXPECT_EQ(doc["results"][0]["verdict"], "within noise");
+  EXPECT_TRUE(doc["results"][0]["passed"].get<bool>()) << "only a miss fails";
+  EXPECT_EQ(doc["targets_within_noise"], 1);
+  EXPECT_EQ(doc["targets_met"], 0);
+  EXPECT_EQ(doc["targets_missed"], 0);
+  EXPECT_TRUE(doc["passed"].get<bool>());
+}
+
 TEST(BenchReport, NonFiniteSamplesBecomeNull) {
   Result r = cost_result("odd", "events", {{1e-7, std::nan("")}, {1e-7, INFINITY}}, 1.05);
   json doc = parsed(report_json(sample_info(), {r}));
@@ -97,6 +124,7 @@ TEST(BenchReport, NonFiniteSamplesBecomeNull) {
 TEST(BenchReport, CountsMetAndMissedTargets) {
   json doc = parsed(report_json(sample_info(), sample_results()));
   EXPECT_EQ(doc["targets_met"], 2);
+  EXPECT_EQ(doc["targets_within_noise"], 0);
   EXPECT_EQ(doc["targets_missed"], 2);  // the slow one and the error
   EXPECT_FALSE(doc["passed"].get<bool>());
 }

@@ -1,6 +1,8 @@
 // The performance figures that README.md and bench/results/README.md quote are the
 // committed baseline's (bench/results/<version>/: bench.json, peers.json, baseline.json,
-// and decoder.json where the decoder workload was run).
+// and decoder.json where the decoder workload was run). The results stay curated: one
+// baseline per release and nothing else, an index of about 150 lines at most, under 1 MB
+// in all.
 //
 // Every figure with a unit of speed or cost ("1.131x", "0.656 µs", "55.45 GB/s",
 // "16017 requests/s", "48211 tokens/s", "76 ns", and each member of
@@ -15,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -81,13 +84,8 @@ void bench_run_numbers(const json& bench, std::vector<double>& numbers) {
 std::vector<double> baseline_numbers(const fs::path& folder) {
   std::vector<double> numbers;
   bench_run_numbers(json::parse(read(folder / "bench.json")), numbers);
-  // Later whole runs beside the baseline (bench-<commit>.json), which the index compares.
-  for (const auto& e : fs::directory_iterator(folder)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("bench-", 0) == 0 && e.path().extension() == ".json")
-      bench_run_numbers(json::parse(read(e.path())), numbers);
-  }
   every_number(json::parse(read(folder / "peers.json")), numbers);
+  // Also the figures, intervals and verdicts of the later runs, whose files are not kept.
   every_number(json::parse(read(folder / "baseline.json")), numbers);
   // The decoder workload beside PyTorch (bench/decoder_compare.py), once it has been run.
   if (fs::exists(folder / "decoder.json")) every_number(json::parse(read(folder / "decoder.json")), numbers);
@@ -158,6 +156,35 @@ TEST(BenchResultsFigures, TheBaselineFolderHoldsASchemaVersionedRun) {
   EXPECT_EQ(json::parse(read(folder / "baseline.json"))["schema"], "cudakit-baseline/1");
   EXPECT_EQ(json::parse(read(folder / "peers.json"))["schema"], "cudakit-peers/1");
   EXPECT_TRUE(fs::exists(folder / "bench.svg"));
+  for (const json& r : bench["results"])
+    EXPECT_TRUE(r["cudakit"]["samples"].is_array()) << r["name"] << ": `cudakit bench --compare` needs the samples";
+}
+
+TEST(BenchResultsFigures, AReleaseFolderHoldsItsBaselineAndNothingElse) {
+  const std::vector<std::string> kept = {"bench.json",  "bench.svg",    "bench-requests.svg", "peers.json",
+                                         "baseline.json", "decoder.json", "decoder.svg"};
+  for (const auto& entry : fs::directory_iterator(newest_baseline())) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_NE(std::find(kept.begin(), kept.end(), name), kept.end())
+        << name << ": a run beside the baseline goes into the index's table (and baseline.json), not into a file";
+  }
+}
+
+TEST(BenchResultsFigures, TheFolderStaysUnderOneMegabyte) {
+  std::uintmax_t bytes = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(source_dir / "bench/results"))
+    if (entry.is_regular_file()) bytes += entry.file_size();
+  EXPECT_LT(bytes, 1000u * 1000u) << "bench/results holds " << bytes << " bytes";
+}
+
+TEST(BenchResultsFigures, TheIndexIsShortAndLeadsWithTheNewestRelease) {
+  const std::string index = read(source_dir / "bench/results/README.md");
+  EXPECT_LE(std::count(index.begin(), index.end(), '\n'), 150) << "bench/results/README.md is an index";
+  const std::size_t first_section = index.find("\n## ");
+  ASSERT_NE(first_section, std::string::npos);
+  const std::string version = newest_baseline().filename().string();
+  EXPECT_EQ(index.compare(first_section + 4, version.size(), version), 0)
+      << "the first section is the newest release's figures: " << index.substr(first_section, 80);
 }
 
 TEST(BenchResultsFigures, ResultFoldersAreNamedByVersionOnly) {

@@ -9,12 +9,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "model.hpp"
 #include "safetensors.hpp"
+#include "../fuzz/safetensors_target.hpp"
 
 namespace {
 
@@ -141,6 +143,66 @@ TEST(DecoderSafetensors, ReaderRefusesMalformedFilesNamingWhatIsWrong) {
                  "not [begin, end]");
   expect_refused(file_with_header("metadata.safetensors", R"({"__metadata__":{"k":1}})", 0), "metadata 'k'");
   expect_refused(scratch("missing.safetensors"), "cannot be opened");
+}
+
+// Inputs the fuzzer and crafted attacks found (tests/fuzz/corpus/safetensors keeps them too).
+TEST(DecoderSafetensors, ReaderRefusesShapesWhoseSizeOverflowsAndDeeplyNestedJson) {
+  // [2^32, 2^32]: 2^64 elements wrap to 0, which would match an empty tensor.
+  expect_refused(file_with_header("wrap.safetensors",
+                                  R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0),
+                 "has more elements than 64 bits count");
+  // 2^63 and 2^64 - 1: dimensions that a signed 64-bit count reads as negative.
+  for (const char* dim : {"9223372036854775808", "18446744073709551615"})
+    expect_refused(file_with_header("big_dim.safetensors",
+                                    std::string(R"({"t":{"dtype":"BF16","shape":[)") + dim +
+                                        R"(],"data_offsets":[0,0]}})",
+                                    0),
+                   "or a dimension of 2^63 or more");
+  // An element count that fits, but not once multiplied by the dtype's size.
+  expect_refused(file_with_header("bytes_wrap.safetensors",
+                                  R"({"t":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", 0),
+                 "has more elements than 64 bits count");
+  // A shape nested 100,000 levels deep: refused while parsing, and the message quotes
+  // nothing of it.
+  const std::string deep = R"({"t":{"dtype":"F32","shape":)" + std::string(100000, '[') + std::string(100000, ']') +
+                           R"(,"data_offsets":[0,0]}})";
+  expect_refused(file_with_header("deep.safetensors", deep, 0), "nests JSON deeper than 16 levels");
+  // A long value is quoted only in part.
+  const std::string wide = R"({"t":{"dtype":"F32","shape":["x)" + std::string(10000, 'y') + R"("],"data_offsets":[0,0]}})";
+  try {
+    Safetensors::open(file_with_header("wide.safetensors", wide, 0));
+    ADD_FAILURE() << "accepted";
+  } catch (const SafetensorsError& e) {
+    EXPECT_LT(std::string(e.what()).size(), 400u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("yyy...,"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DecoderSafetensors, ParsingBytesInMemoryChecksWhatOpeningTheFileChecks) {
+  const std::string header = R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::vector<std::byte> file(8 + header.size() + 8, std::byte{0x5a});
+  for (int i = 0; i < 8; ++i) file[i] = static_cast<std::byte>(header.size() >> (8 * i));
+  std::memcpy(file.data() + 8, header.data(), header.size());
+  auto s = Safetensors::parse_file(file, "memory");
+  EXPECT_EQ(s.tensor("t").bytes, 8u);
+  EXPECT_EQ(s.data_bytes(), 8u);
+  file.pop_back();
+  EXPECT_THROW(Safetensors::parse_file(file, "memory"), SafetensorsError);
+  EXPECT_THROW(Safetensors::parse_file(std::span(file).first(7), "memory"), SafetensorsError);
+  file[7] = std::byte{0x7f};  // a header length near 2^63
+  EXPECT_THROW(Safetensors::parse_file(file, "memory"), SafetensorsError);
+}
+
+TEST(DecoderSafetensors, TheFuzzCorpusReplaysWithoutABrokenInvariant) {
+  std::size_t files = 0;
+  for (const auto& entry :
+       fs::directory_iterator(std::string(CUDAKIT_SOURCE_DIR) + "/tests/fuzz/corpus/safetensors")) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::vector<char> bytes{std::istreambuf_iterator<char>(in), {}};
+    EXPECT_NO_THROW(cudakit::fuzz::safetensors_one_input(std::as_bytes(std::span(bytes)))) << entry.path();
+    ++files;
+  }
+  EXPECT_GE(files, 5u);
 }
 
 TEST(DecoderModel, WeightSpecsHaveTheWorkloadsShapes) {

@@ -596,14 +596,16 @@ std::vector<std::string> sweep_old_drivers(const Operation& op) {
 // ---- entry classes ----
 
 bool recovered_by_design(EntryId e, CUresult code) {
-  // An allocation that fails for lack of memory trims the device's default pool and
-  // tries once more before reporting OutOfMemory (device_buffer.hpp, memory_pool.hpp):
+  // An allocation that fails for lack of memory trims the device's default pool (or a
+  // PoolResource's pool) and tries once more before reporting OutOfMemory
+  // (device_buffer.hpp, memory_pool.hpp, pool_resource.hpp):
   // with one failing call, the second try succeeds, as it is meant to.
   // A refused switch to relaxed capture mode (CaptureTolerantScope) leaves the thread in
   // its own mode and goes on: the lazy set-up it wraps is not stream-ordered, so the
   // worst case is an invalidated capture, reported at its end. Sticky codes are thrown.
   if (e == EntryId::ThreadExchangeStreamCaptureMode) return !is_sticky(code);
-  return code == CUDA_ERROR_OUT_OF_MEMORY && (e == EntryId::MemAlloc || e == EntryId::MemAllocAsync);
+  return code == CUDA_ERROR_OUT_OF_MEMORY &&
+         (e == EntryId::MemAlloc || e == EntryId::MemAllocAsync || e == EntryId::MemAllocFromPoolAsync);
 }
 
 bool is_query(EntryId e) { return e == EntryId::StreamQuery || e == EntryId::EventQuery; }
@@ -621,6 +623,8 @@ bool is_release(EntryId e) {
     case EntryId::MemFreeAsync:
     case EntryId::MemFreeHost:
     case EntryId::MemHostUnregister:
+    case EntryId::MemRelease:
+    case EntryId::MemAddressFree:
     case EntryId::ModuleUnload:
     case EntryId::LibraryUnload:
     case EntryId::GraphDestroy:

@@ -194,6 +194,12 @@ const bool pool_ops = sweep::add("memory pool", {
        (void)default_memory_pool(s.device()).usage();
      }},
     {"MemoryPoolRef::reset_peaks", [](Scene& s) { default_memory_pool(s.device()).reset_peaks(); }},
+    {"DeviceBuffer from a PoolResource, used on two streams", [](Scene& s) {
+       Buf& in = buffer(s, "in");
+       Buf b(s.stream(0), n, zeroed, PoolResource(s.device()));
+       copy(s.stream(0), in, b);
+       copy(s.stream(1), b, in);
+     }},
 });
 
 // ---- cross-stream ordering ----

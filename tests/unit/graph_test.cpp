@@ -6,14 +6,18 @@
 
 #include <atomic>
 #include <chrono>
+#include <new>
+#include <optional>
 #include <thread>
 
+#include "allocation_counter.hpp"
 #include "cudakit/copy.hpp"
 #include "cudakit/launch.hpp"
 #include "cudakit/pinned_buffer.hpp"
 #include "cudakit/module.hpp"
 #include "fake_kernels.hpp"
 #include "graph_fixture.hpp"
+#include "stream/capture_state.hpp"
 
 namespace cudakit {
 namespace {
@@ -655,6 +659,79 @@ TEST_F(TypedGraphTest, ALaunchFromAnotherThreadIntoACaptureIsRefused) {
   });
   ASSERT_TRUE(g.has_value());
   EXPECT_EQ(g->node_count(), 1u);
+}
+
+// Each heap allocation of a captured launch fails in turn: a kernel whose keeping failed
+// is not noted as kept, so its next launch in the capture keeps it, and the graph holds
+// its module loaded.
+TEST_F(TypedGraphTest, AKernelThatCouldNotBeKeptIsKeptByItsNextLaunchInTheCapture) {
+  Stream s(dev());
+  bool failed = true;
+  for (long nth = 1; failed && nth < 30; ++nth) {
+    std::optional<Graph> g;
+    {
+      auto empty = module_.kernel<void()>("empty");
+      Capture scope(s);
+      {
+        testing::FailNthAllocation fail(nth);
+        try {
+          launch(s, empty, LaunchConfig{1, 1});
+        } catch (const std::bad_alloc&) {
+        }
+        failed = fail.failed();
+      }
+      launch(s, empty, LaunchConfig{1, 1});
+      g = scope.end();
+    }
+    ASSERT_TRUE(g.has_value());
+    module_ = {};
+    EXPECT_EQ(fake().live("module"), 1u) << "allocation " << nth << " failed: the graph does not keep the module";
+    g.reset();
+    run_deferred_releases();
+    module_ = Module::load(dev(), fake::fatbin_image(testing::standard_image(), {90}, {}));
+  }
+  EXPECT_FALSE(failed) << "the sweep did not reach a launch that allocates nothing more";
+}
+
+thread_local bool is_launching_thread = false;
+std::atomic<bool> launch_hook_reached{false}, launch_capture_ended{false};
+void hold_launch_after_capture_read() {
+  if (!is_launching_thread) return;
+  launch_hook_reached = true;
+  while (!launch_capture_ended.load()) std::this_thread::yield();
+}
+
+// Another thread launches on a capturing stream and has read the stream's capture when
+// the capture ends and its state is freed (a test hook holds it there): it must not touch
+// that state. The capture is over, so the launch runs live.
+TEST_F(TypedGraphTest, ALaunchFromAnotherThreadAsTheCaptureEndsNeverTouchesTheEndedCapture) {
+  Stream s(dev());
+  auto empty = module_.kernel<void()>("empty");
+  auto scope = std::make_unique<Capture>(s);
+  launch(s, empty, LaunchConfig{1, 1});
+  launch_hook_reached = false;
+  launch_capture_ended = false;
+  detail::after_capture_read_hook = &hold_launch_after_capture_read;
+  std::string error;
+  std::thread other([&] {
+    is_launching_thread = true;
+    ContextRef(detail::library_context(0), 0).make_current();
+    try {
+      launch(s, empty, LaunchConfig{1, 1});
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  while (!launch_hook_reached.load()) std::this_thread::yield();
+  std::optional<Graph> g = scope->end();
+  scope.reset();
+  launch_capture_ended = true;
+  other.join();
+  detail::after_capture_read_hook = nullptr;
+  EXPECT_EQ(error, "");
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->node_count(), 1u);
+  s.synchronize();
 }
 
 }  // namespace

@@ -1,6 +1,12 @@
 // The default memory pool's settings against the fake driver.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include "memory_fixture.hpp"
 
 namespace cudakit {
@@ -82,6 +88,119 @@ TEST_F(MemoryPoolTest, AFailedConfigurationFailsTheAllocationAndIsTriedAgain) {
   EXPECT_EQ(fake().live("device memory"), 0u);
   DeviceBuffer<float> b(s, 10, uninitialized);
   EXPECT_EQ(fake().pools[0].release_threshold, keep_all_pool_memory);
+}
+
+
+// ---- statistics: the driver's bytes and cudakit's count of allocations ----
+
+TEST_F(MemoryPoolTest, UsageCountsCudakitsLiveAndMadeAllocations) {
+  Stream s(dev());
+  MemoryPoolRef pool = default_memory_pool(dev());
+  EXPECT_EQ(pool.usage().live_allocations, 0u);
+  {
+    DeviceBuffer<char> a(s, 1000, uninitialized), b(s, 3000, uninitialized), c(s, 5, zeroed);
+    DeviceBuffer<char> plain(s, 100, uninitialized, Allocator::plain);  // not from the pool
+    PoolUsage u = pool.usage();
+    EXPECT_EQ(u.live_allocations, 3u);
+    EXPECT_EQ(u.allocations_made, 3u);
+    EXPECT_EQ(u.used_bytes, 4005u);
+    b.reset();
+    u = pool.usage();
+    EXPECT_EQ(u.live_allocations, 2u);
+    EXPECT_EQ(u.allocations_made, 3u);
+  }
+  PoolUsage u = pool.usage();
+  EXPECT_EQ(u.live_allocations, 0u);
+  EXPECT_EQ(u.allocations_made, 3u);
+  EXPECT_EQ(u.used_high_bytes, 4005u) << "the high-water mark";
+}
+
+TEST_F(MemoryPoolTest, CountsFromManyThreadsAddUp) {
+  constexpr int threads = 8, per_thread = 200;
+  std::array<std::vector<DeviceBuffer<int>>, threads> keep;  // outlive their threads' streams
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      Stream s(dev());
+      std::vector<DeviceBuffer<int>> kept;
+      for (int i = 0; i < per_thread; ++i) {
+        DeviceBuffer<int> b(s, 16 + t, uninitialized);
+        if (i % 4 == 0) kept.push_back(std::move(b));
+      }
+      s.synchronize();
+      kept.erase(kept.begin(), kept.begin() + per_thread / 8);  // keep 25 per thread past the join
+      keep[t] = std::move(kept);
+    });
+  for (auto& w : workers) w.join();
+  PoolUsage u = default_memory_pool(dev()).usage();
+  EXPECT_EQ(u.allocations_made, std::uint64_t(threads) * per_thread);
+  EXPECT_EQ(u.live_allocations, std::uint64_t(threads) * (per_thread / 4 - per_thread / 8));
+  for (auto& k : keep) k.clear();
+  EXPECT_EQ(default_memory_pool(dev()).usage().live_allocations, 0u);
+}
+
+// ---- out of memory: trim the pool, try once more, then a message with the numbers ----
+
+TEST_F(MemoryPoolTest, AnAllocationThatRunsOutOfMemoryOnceTrimsThePoolAndSucceeds) {
+  Stream s(dev());
+  MemoryPoolRef pool = default_memory_pool(dev());
+  { DeviceBuffer<char> cached(s, 8000, uninitialized); }  // freed into the pool's reserve
+  s.synchronize();
+  ASSERT_EQ(pool.reserved_bytes(), 8000u);
+  fake().clear_log();
+  fake().fail(EntryId::MemAllocAsync, 1, CUDA_ERROR_OUT_OF_MEMORY);
+  std::vector<int> host(500);
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<int>(i * 2654435761u);
+  DeviceBuffer<int> b(s, host.size(), uninitialized);
+  copy(s, host, b);
+  EXPECT_EQ(download(s, b), host);
+  std::vector<EntryId> log = fake().log();
+  auto at = [&](EntryId e) { return std::find(log.begin(), log.end(), e) - log.begin(); };
+  EXPECT_EQ(calls(EntryId::MemAllocAsync), 2) << "tried once more";
+  EXPECT_EQ(calls(EntryId::MemPoolTrimTo), 1);
+  EXPECT_LT(at(EntryId::MemPoolTrimTo), static_cast<long>(log.size()));
+  EXPECT_EQ(pool.usage().allocations_made, 2u) << "the failed try is not counted";
+  EXPECT_EQ(pool.reserved_bytes(), 2000u) << "the unused reserve went back; the new buffer reserves its own";
+}
+
+TEST_F(MemoryPoolTest, AnAllocationThatRunsOutOfMemoryTwiceNamesTheBytesTheReserveAndTheFreeMemory) {
+  Stream s(dev());
+  DeviceBuffer<char> live(s, 3000, uninitialized);  // the pool's reserve that cannot go back
+  { DeviceBuffer<char> cached(s, 5000, uninitialized); }
+  s.synchronize();
+  fake().fail(EntryId::MemAllocAsync, 0, CUDA_ERROR_OUT_OF_MEMORY);
+  try {
+    DeviceBuffer<char> b(s, 123456, uninitialized);
+    FAIL() << "allocated";
+  } catch (const OutOfMemory& e) {
+    EXPECT_EQ(e.requested(), 123456u);
+    EXPECT_EQ(e.pool_reserved_bytes(), 3000u);
+    EXPECT_EQ(e.total_bytes(), std::size_t(16) << 30);
+    EXPECT_GT(e.free_bytes(), 0u);
+    std::string m = e.what();
+    EXPECT_NE(m.find("asked for 123456 bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("free of 16.00 GiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("the memory pool released its unused memory and still reserves 3000 bytes"), std::string::npos)
+        << m;
+  }
+  fake().clear_faults();
+  EXPECT_EQ(calls(EntryId::MemAllocAsync), 4) << "the two buffers, then the failed one twice";
+  EXPECT_EQ(calls(EntryId::MemPoolTrimTo), 1);
+  EXPECT_EQ(fake().pools[0].reserved, 3000u);
+  EXPECT_EQ(default_memory_pool(dev()).usage().live_allocations, 1u);
+}
+
+TEST_F(MemoryPoolTest, APlainAllocationOutOfMemoryNamesNoPool) {
+  Stream s(dev());
+  fake().fail(EntryId::MemAlloc, 0, CUDA_ERROR_OUT_OF_MEMORY);
+  try {
+    DeviceBuffer<char> b(s, 4096, uninitialized, Allocator::plain);
+    FAIL() << "allocated";
+  } catch (const OutOfMemory& e) {
+    EXPECT_EQ(e.pool_reserved_bytes(), OutOfMemory::no_pool);
+    EXPECT_EQ(std::string(e.what()).find("pool"), std::string::npos) << e.what();
+  }
+  fake().clear_faults();
 }
 
 class TwoDevicePoolTest : public testing::MemoryTest {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -70,6 +72,50 @@ TEST(ModuleImage, RefusesAnElfForAnotherMachine) {
   elf[18] = 62;  // EM_X86_64
   auto m = message_of<InvalidArgument>([&] { inspect_image(bytes(elf)); });
   EXPECT_NE(m.find("machine 62 is not a CUDA cubin"), std::string::npos) << m;
+}
+
+// Inputs the fuzzer found (tests/fuzz/corpus/module_image keeps them too).
+TEST(ModuleImage, RefusesAPtxTargetWithAnArchitectureNumberTooLongForAnInt) {
+  std::string ptx = ".version 8.0\n.target sm_4294967386\n";
+  std::vector<unsigned char> text(ptx.begin(), ptx.end());
+  auto m = message_of<InvalidArgument>([&] { inspect_image(bytes(text)); });
+  EXPECT_NE(m.find("'.target sm_4294967386': no GPU architecture has a number of 10 digits"), std::string::npos) << m;
+  std::string huge = ".version 8.0\n.target compute_" + std::string(5000, '9');
+  std::vector<unsigned char> long_text(huge.begin(), huge.end());
+  m = message_of<InvalidArgument>([&] { inspect_image(bytes(long_text)); });
+  EXPECT_NE(m.find("compute_999999999999999999999999...'"), std::string::npos) << m;
+  std::string four = ".version 8.0\n.target sm_1000\n";
+  EXPECT_EQ(inspect_image(bytes(std::vector<unsigned char>(four.begin(), four.end()))).ptx, std::vector<int>{1000});
+}
+
+TEST(ModuleImage, RefusesAnElfHeaderTableWhoseOffsetWrapsAround) {
+  auto cubin = fake::cubin_image(0, 90);
+  cubin.resize(64);
+  std::memset(cubin.data() + 56, 0, 2);  // no program headers
+  std::memset(cubin.data() + 60, 0, 2);  // no section headers
+  const std::uint64_t near_end = ~std::uint64_t{0} - 15;  // 2^64 - 16: offset + 56 wraps to 40
+  for (std::size_t table : {32u, 40u}) {  // e_phoff, then e_shoff
+    auto image = cubin;
+    std::memcpy(image.data() + table, &near_end, sizeof near_end);
+    const std::uint16_t entry = 56, one = 1;
+    std::memcpy(image.data() + (table == 32 ? 54 : 58), &entry, 2);
+    std::memcpy(image.data() + (table == 32 ? 56 : 60), &one, 2);
+    auto m = message_of<InvalidArgument>([&] { inspect_image(bytes(image)); });
+    EXPECT_NE(m.find("header table (1 entries of 56 bytes at byte 18446744073709551600) does not lie within its 64 "
+                     "bytes"),
+              std::string::npos)
+        << m;
+  }
+}
+
+TEST(ModuleImage, RefusesAFatbinEntryNamingAnArchitectureNoGpuHas) {
+  auto fat = fake::fatbin_image(0, {90}, {});
+  const std::uint32_t huge = 83886170;  // read as an int, arithmetic on it could overflow
+  std::memcpy(fat.data() + 16 + 28, &huge, sizeof huge);  // the first entry's architecture
+  auto m = message_of<InvalidArgument>([&] { inspect_image(bytes(fat)); });
+  EXPECT_NE(m.find("malformed fatbin: the entry at byte 16 names architecture 83886170, which no GPU has"),
+            std::string::npos)
+      << m;
 }
 
 TEST(JitPolicy, MachineCodeForTheGpuRunsNative) {

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap_fixture.hpp"
 #include "cudakit/bootstrap.hpp"
 
 namespace cudakit {
@@ -22,55 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
-
-nccl::UniqueId fresh_id() {
-  std::random_device rd;
-  nccl::UniqueId id;
-  for (auto& b : id.bytes) b = static_cast<unsigned char>(rd());
-  return id;
-}
-
-// A port nothing listens on now (the kernel picks it).
-std::string free_loopback_address() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
-}
-
-// What each rank's call gave: the id, or the error's words and missing ranks.
-struct Outcome {
-  std::optional<nccl::UniqueId> id;
-  std::string error;
-  std::vector<int> missing;
-};
-
-using Rendezvous = std::function<nccl::UniqueId(int rank)>;
-
-std::vector<Outcome> run_ranks(const std::vector<int>& ranks, const Rendezvous& rendezvous) {
-  std::vector<Outcome> out(ranks.size());
-  std::vector<std::thread> threads;
-  for (std::size_t i = 0; i < ranks.size(); ++i)
-    threads.emplace_back([&, i] {
-      try {
-        out[i].id = rendezvous(ranks[i]);
-      } catch (const nccl::BootstrapError& e) {
-        out[i].error = e.what();
-        out[i].missing = e.missing_ranks();
-      } catch (const std::exception& e) {
-        out[i].error = std::string("unexpected: ") + e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return out;
-}
+using namespace testing::bootstrap;
 
 // ---- TCP ----
 

@@ -215,6 +215,29 @@ TEST(Program, CorruptCacheEntryIsCompiledAgain) {
   EXPECT_TRUE(p.compile(o).from_cache()) << "the entry was written again";
 }
 
+TEST(Program, ACacheEntryOthersMayWriteOrALinkIsCompiledAgain) {
+  SKIP_WITHOUT_NVRTC();
+  TempDir dir;
+  Program p(saxpy_source, "saxpy.cu");
+  CompileOptions o{.arch = "sm_90", .cache_directory = dir.path};
+  CompiledProgram good = p.compile(o);
+  ASSERT_TRUE(p.compile(o).from_cache());
+  std::filesystem::path entry = std::filesystem::directory_iterator(dir.path)->path();
+  // Writable by others: anyone could have put their code there.
+  ::chmod(entry.c_str(), 0666);
+  EXPECT_FALSE(p.compile(o).from_cache());
+  ::chmod(entry.c_str(), 0644);
+  ASSERT_TRUE(p.compile(o).from_cache());
+  // A symbolic link in the entry's place, to a valid entry elsewhere.
+  std::filesystem::path elsewhere = entry;
+  elsewhere += ".elsewhere";
+  std::filesystem::rename(entry, elsewhere);
+  std::filesystem::create_symlink(elsewhere, entry);
+  CompiledProgram again = p.compile(o);
+  EXPECT_FALSE(again.from_cache());
+  EXPECT_TRUE(std::equal(good.image().begin(), good.image().end(), again.image().begin(), again.image().end()));
+}
+
 TEST(Program, MissingNvrtcIsAClearError) {
   ::setenv("CUDAKIT_LIBNVRTC", "/nonexistent/libnvrtc.so.13", 1);
   nvrtc::reset_for_testing();

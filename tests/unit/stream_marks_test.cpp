@@ -91,6 +91,25 @@ TEST(StreamMarks, ASecondCaptureCannotMarkAMarkedStream) {
   EXPECT_EQ(marks.capture_owner(), first_owner) << "a refused mark must change nothing";
 }
 
+// A capture claims the stream before it records the stream's capture fence: no other
+// capture can claim or mark it meanwhile, and the claim is not a mark (other threads still
+// submit live). A dropped claim leaves the stream free.
+TEST(StreamMarks, AClaimedStreamCannotBeClaimedOrMarkedByAnotherCapture) {
+  StreamMarks marks;
+  CaptureState first, second;
+  ASSERT_TRUE(marks.claim_for_capture());
+  EXPECT_EQ(marks.capture(), nullptr) << "a claim is not a mark";
+  EXPECT_FALSE(marks.claim_for_capture());
+  EXPECT_FALSE(marks.mark_capturing(&second, std::this_thread::get_id()));
+  marks.mark_claimed_capturing(&first, std::this_thread::get_id());
+  EXPECT_EQ(marks.capture(), &first);
+  EXPECT_FALSE(marks.claim_for_capture());
+  marks.unmark_capturing(&first);
+  ASSERT_TRUE(marks.claim_for_capture());
+  marks.drop_claim();
+  EXPECT_TRUE(marks.mark_capturing(&second, std::this_thread::get_id())) << "a dropped claim leaves the stream free";
+}
+
 TEST(StreamMarks, UnmarkingClearsOnlyTheCaptureThatMarked) {
   StreamMarks marks;
   CaptureState marking, other;

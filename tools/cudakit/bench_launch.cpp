@@ -3,7 +3,7 @@
 // up front, on kernels with 0, 2 and 8 parameters; the "tracked" variants pass
 // DeviceBuffers (tracked, always on one stream) where the raw side passes the same
 // device pointers. Target: at most 3% more than the raw call (DESIGN 1, 8). Also the
-// cost of declared work around a raw launch (group "declared work").
+// cost of declared work around a raw launch (group "declared-work").
 //
 // Both sides launch the same CUfunction (the cudakit module's, through
 // Function::handle()); each side has its own stream, drained between batches.
@@ -279,7 +279,7 @@ std::vector<Result> declared_work_around_a_launch(const Context& c) {
     check_raw(launch_kernel(empty, 1, 1, 1, 1, 1, 1, 0, h, nullptr, nullptr), "cuLaunchKernel");
   };
   auto samples = s.time(c, [&] { enqueue(stream, reads(a, b), writes(s.buffer), raw_call); }, empty, nullptr);
-  return {cost_result("declared work around a raw launch, 3 buffers, one stream", "declared work", samples,
+  return {cost_result("declared work around a raw launch, 3 buffers, one stream", "declared-work", samples,
                       declared_work_target)};
 }
 
@@ -292,7 +292,7 @@ CUDAKIT_BENCHMARK("launch with an attribute, 0 args", "launch", QuickRun::skip, 
 CUDAKIT_BENCHMARK("launch, 0 args, beside cuLaunchKernelEx", "launch", QuickRun::skip,
                   launch_beside_launch_kernel_ex);
 CUDAKIT_BENCHMARK("launch heap allocations", "launch", QuickRun::skip, launch_heap_allocations);
-CUDAKIT_BENCHMARK("declared work around a raw launch, 3 buffers, one stream", "declared work", QuickRun::skip,
+CUDAKIT_BENCHMARK("declared work around a raw launch, 3 buffers, one stream", "declared-work", QuickRun::skip,
                   declared_work_around_a_launch);
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <exception>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ namespace {
 constexpr const char* footer =
     "exit codes:\n"
     "  0  success: every check passed\n"
-    "  1  a check (or a benchmark target) failed\n"
+    "  1  a check failed, or a benchmark missed its target\n"
     "  2  no usable CUDA driver or GPU on this machine (one line says why)\n"
     "  3  bad command line\n"
     "  4  unexpected internal error\n"
@@ -33,9 +34,11 @@ constexpr const char* footer =
     "                      load cuBLAS and cuBLASLt from these files instead of searching\n"
     "  CUDAKIT_LIBNCCL     load NCCL from this file\n"
     "  CUDA_FORCE_PTX_JIT  1: the driver JIT-compiles PTX even where machine code exists\n"
+    "  CUDAKIT_NVTX        0: no NVTX names or ranges, even with a profiler attached\n"
     "  NO_COLOR            set and not empty: no colour in the output\n"
     "\n"
-    "`cudakit COMMAND --help` describes each command's options.";
+    "`cudakit help COMMAND` (or `cudakit COMMAND --help`) describes each command's options, and its exit codes\n"
+    "and environment.";
 
 // An error after which the command stops: the message on stderr, and with --json the
 // JSON object on stdout as well.
@@ -52,6 +55,7 @@ int fail(const Invocation& invocation, const std::string& message, int code) {
 }
 
 bool is_subcommand(const std::string& word) {
+  if (word == "help") return true;
   for (const auto& s : subcommands())
     if (s.name == word) return true;
   return false;
@@ -77,6 +81,24 @@ std::string parse_error_message(const CLI::ParseError& e, const std::vector<std:
   return what + " (see cudakit " + (invocation.command.empty() ? "" : invocation.command + " ") + "--help)";
 }
 
+// `cudakit help [COMMAND]`: the same text as `cudakit [COMMAND] --help`, on stdout.
+CommandRun setup_help(CLI::App& app) {
+  auto topic = std::make_shared<std::string>();
+  CLI::App* help = app.add_subcommand("help", "describe the command, or COMMAND: its options, exit codes and environment");
+  help->add_option("COMMAND", *topic, "the command to describe");
+  help->footer(help_footer("", {{exit_ok, ""}, {exit_usage, "bad command line (COMMAND is no command)"}}, {}));
+  return [&app, topic]() -> int {
+    // App::help() would describe the chosen subcommand, `help` itself: format the top directly.
+    if (topic->empty()) {
+      std::printf("%s", app.get_formatter()->make_help(&app, "cudakit", CLI::AppFormatMode::Normal).c_str());
+      return exit_ok;
+    }
+    if (!is_subcommand(*topic)) throw UsageError("unknown command '" + *topic + "'", "see cudakit --help");
+    std::printf("%s", app.get_subcommand(*topic)->help("cudakit").c_str());
+    return exit_ok;
+  };
+}
+
 }  // namespace
 
 int run_command_line(const std::vector<std::string>& args) {
@@ -94,6 +116,7 @@ int run_command_line(const std::vector<std::string>& args) {
     CLI::App* sub = app.add_subcommand(s.name, s.description);
     runs[s.name] = s.setup(*sub, invocation);
   }
+  runs["help"] = setup_help(app);
 
   if (args.empty()) {
     std::fprintf(stderr, "%s", app.help().c_str());
@@ -123,7 +146,8 @@ int run_command_line(const std::vector<std::string>& args) {
   try {
     return runs.at(invocation.command)();
   } catch (const UsageError& e) {
-    return fail(invocation, std::string(e.what()) + " (see cudakit " + invocation.command + " --help)", exit_usage);
+    std::string hint = e.hint().empty() ? "see cudakit " + invocation.command + " --help" : e.hint();
+    return fail(invocation, std::string(e.what()) + " (" + hint + ")", exit_usage);
   } catch (const DriverUnavailable& e) {
     Invocation plain = invocation;
     plain.command.clear();  // "cudakit: no CUDA driver: ...", the same for every command

@@ -22,6 +22,7 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace cudakit::tool {
@@ -36,10 +37,16 @@ enum ExitCode : int {
 };
 
 /// A bad command line found after parsing (a device that does not exist, a filter that
-/// matches nothing, a file that cannot be written): exit 3.
+/// matches nothing, a file that cannot be written): exit 3. The message ends with one
+/// hint: `hint` when given ("see cudakit bench --list"), else "see cudakit COMMAND --help".
 class UsageError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit UsageError(const std::string& message, std::string hint = {})
+      : std::runtime_error(message), hint_(std::move(hint)) {}
+  const std::string& hint() const { return hint_; }
+
+ private:
+  std::string hint_;
 };
 
 /// What one run of the command was asked for, as far as the error path needs it.
@@ -140,6 +147,25 @@ struct SubcommandRegistrar {
 };
 #define CUDAKIT_SUBCOMMAND(name, description, order, setup) \
   static ::cudakit::tool::SubcommandRegistrar CUDAKIT_DOCTOR_CONCAT(subcommand_, __LINE__)(name, description, order, setup)
+
+/// The check of an integer option (`--rounds`, `--device`): text that is no integer is
+/// refused with "must be an integer", a number below `min` with "must be at least MIN".
+CLI::Validator integer_at_least(int min);
+
+/// An environment variable a command reads, for its help.
+enum class Environment { libcuda, libnvrtc, libcublas, libnccl, force_ptx_jit, no_color };
+
+/// An exit code a command can return, with what it means there (empty: the general
+/// meaning, "bad command line" for 3).
+struct ExitMeaning {
+  ExitCode code;
+  std::string meaning;
+};
+
+/// The end of a command's help: `about` (what it does), then the exit codes in `codes`
+/// and the environment variables in `environment`, each with its meaning.
+std::string help_footer(const std::string& about, const std::vector<ExitMeaning>& codes,
+                        const std::vector<Environment>& environment);
 
 /// Whether to colour output to a terminal (`is_terminal`) given NO_COLOR's value
 /// (`no_color`, null when unset): only a terminal, and only while NO_COLOR is unset or

@@ -203,7 +203,14 @@ CommandRun setup_doctor(CLI::App& app, Invocation& invocation) {
   auto o = std::make_shared<DoctorOptions>();
   app.add_flag("--no-perf", o->no_perf, "skip the short performance check");
   app.add_flag("--json", o->json, "print one JSON document at the end instead of text");
-  app.add_option("--device", o->device, "check only device N")->check(CLI::Range(0, std::numeric_limits<int>::max()));
+  app.add_option("--device", o->device, "check only device N")->check(integer_at_least(0));
+  app.footer(help_footer(
+      "Runs a self-test of every capability on every GPU (or device N), then a short performance check beside\n"
+      "the raw driver whose targets are reported, not counted.",
+      {{exit_ok, "every check passed"}, {exit_check_failed, "a check failed"}, {exit_no_gpu, ""}, {exit_usage, ""},
+       {exit_internal, ""}},
+      {Environment::libcuda, Environment::libnvrtc, Environment::libcublas, Environment::libnccl,
+       Environment::force_ptx_jit, Environment::no_color}));
   app.parse_complete_callback([o, &invocation] { invocation.json = o->json; });
   return [o] { return run_doctor(*o); };
 }

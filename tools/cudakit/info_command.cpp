@@ -1,8 +1,13 @@
-// `cudakit info [--json] [--device N]`: the driver and each GPU's key properties, as text
-// or as one JSON document.
+// `cudakit info [--json] [--device N] [--memory]`: the driver and each GPU's key
+// properties, as text or as one JSON document. --memory adds each device's default memory
+// pool as this process sees it: its release threshold, the bytes it reserves and hands
+// out (now and at their peaks) and cudakit's count of allocations from it. Pools are per
+// process, so a fresh `cudakit info` shows the pool's settings and an idle pool; a
+// program reads the same figures of its own pool with MemoryPoolRef::usage().
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -18,6 +23,7 @@ namespace {
 struct InfoOptions {
   bool json = false;
   int device = -1;  // every device
+  bool memory = false;
 };
 
 std::string mib(std::size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
@@ -70,6 +76,40 @@ void print_topology(const Topology& t) {
   for (const PeerLink& l : t.links)
     std::printf("    %d -> %d  access %-3s  rank %d  atomics %-3s  %s\n", l.from, l.to, l.access ? "yes" : "no",
                 l.performance_rank, l.native_atomics ? "yes" : "no", to_string(l.link));
+}
+
+// The device's default memory pool, as this process sees it (see above).
+nlohmann::ordered_json memory_pool_json(const Device& d) {
+  if (!d.supports_memory_pools()) return {{"supported", false}};
+  MemoryPoolRef pool = MemoryPoolRef::device_default(d);
+  PoolUsage u = pool.usage();
+  return {{"supported", true},
+          {"release_threshold_bytes", pool.release_threshold()},
+          {"reserved_bytes", u.reserved_bytes},
+          {"reserved_high_bytes", u.reserved_high_bytes},
+          {"used_bytes", u.used_bytes},
+          {"used_high_bytes", u.used_high_bytes},
+          {"live_allocations", u.live_allocations},
+          {"allocations_made", u.allocations_made}};
+}
+
+void print_memory_pool(const Device& d) {
+  nlohmann::ordered_json j = memory_pool_json(d);
+  if (!j["supported"].get<bool>()) {
+    std::printf("    memory pool         not supported by this device or driver\n");
+    return;
+  }
+  auto bytes = [&](const char* key) { return j[key].get<std::uint64_t>(); };
+  std::uint64_t threshold = bytes("release_threshold_bytes");
+  std::printf("    memory pool         release threshold %s\n",
+              threshold == keep_all_pool_memory ? "keep all" : (std::to_string(threshold) + " B").c_str());
+  std::printf("                        reserved %llu B (peak %llu B), in use %llu B (peak %llu B)\n",
+              static_cast<unsigned long long>(bytes("reserved_bytes")),
+              static_cast<unsigned long long>(bytes("reserved_high_bytes")),
+              static_cast<unsigned long long>(bytes("used_bytes")), static_cast<unsigned long long>(bytes("used_high_bytes")));
+  std::printf("                        allocations by cudakit: %llu live, %llu made in this process\n",
+              static_cast<unsigned long long>(bytes("live_allocations")),
+              static_cast<unsigned long long>(bytes("allocations_made")));
 }
 
 nlohmann::ordered_json device_json(const Device& d) {
@@ -129,7 +169,10 @@ int run_info(const InfoOptions& o) {
                           {"driver_library", driver::library_path()},
                           {"device_count", Device::count()},
                           {"devices", nlohmann::ordered_json::array()}};
-    for (const Device& d : devices) doc["devices"].push_back(device_json(d));
+    for (const Device& d : devices) {
+      doc["devices"].push_back(device_json(d));
+      if (o.memory) doc["devices"].back()["memory_pool"] = memory_pool_json(d);
+    }
     doc["topology"] = {{"links", links_json(topology())}};
     doc["nccl"] = nccl_json();
     std::printf("%s\n", doc.dump(2).c_str());
@@ -139,7 +182,10 @@ int run_info(const InfoOptions& o) {
   std::printf("driver: CUDA %s (%s)\n", driver::version_string(driver::version()).c_str(),
               driver::library_path().c_str());
   std::printf("devices: %d\n", Device::count());
-  for (const Device& d : devices) print_device(d);
+  for (const Device& d : devices) {
+    print_device(d);
+    if (o.memory) print_memory_pool(d);
+  }
   print_topology(topology());
   std::printf("\nnccl: %s\n", nccl_words().c_str());
   return exit_ok;
@@ -148,7 +194,11 @@ int run_info(const InfoOptions& o) {
 CommandRun setup_info(CLI::App& app, Invocation& invocation) {
   auto o = std::make_shared<InfoOptions>();
   app.add_flag("--json", o->json, "print one JSON document instead of text");
-  app.add_option("--device", o->device, "describe only device N")->check(CLI::Range(0, std::numeric_limits<int>::max()));
+  app.add_option("--device", o->device, "describe only device N")->check(integer_at_least(0));
+  app.add_flag("--memory", o->memory, "add each device's default memory pool: threshold, bytes, allocations");
+  app.footer(help_footer("Describes the driver, every GPU (or device N), how they connect, and whether NCCL can be opened.",
+                         {{exit_ok, ""}, {exit_no_gpu, ""}, {exit_usage, ""}, {exit_internal, ""}},
+                         {Environment::libcuda, Environment::libnccl}));
   app.parse_complete_callback([o, &invocation] { invocation.json = o->json; });
   return [o] { return run_info(*o); };
 }

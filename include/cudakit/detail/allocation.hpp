@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -32,9 +33,23 @@ enum class AllocationKind : std::uint8_t {
   plain,  // cuMemAlloc, freed with cuMemFree (after the streams that used it finish)
   pinned_host,      // cuMemHostAlloc, freed with cuMemFreeHost (after the streams that used it finish)
   registered_host,  // cuMemHostRegister of user memory, undone with cuMemHostUnregister (likewise)
+  virtual_range,    // an address reservation and the chunks mapped in it (GrowableBuffer): unmapped,
+                    // released and given back after the streams that used it finish
+  managed,          // cuMemAllocManaged, freed with cuMemFree (after the streams that used it finish)
+  resource,         // a memory resource's allocate_async, freed with its deallocate_async (memory_resource.hpp)
 };
 
+/// Whether memory of this kind is freed stream-ordered (else after its users finish).
+constexpr bool is_stream_ordered(AllocationKind kind) noexcept {
+  return kind == AllocationKind::pool || kind == AllocationKind::resource;
+}
+
+struct ResourceModel;  // memory_resource.hpp
+
 struct Allocation;
+/// The reservation and physical chunks behind a virtual_range allocation
+/// (src/memory/virtual_range.hpp); the allocation owns it.
+struct VirtualRange;
 
 /// Keeps `allocation` alive for as long as the graph of `capture` may run, and remembers
 /// how the capture used it (the graph's launches are tracked by it). Called for every
@@ -49,6 +64,10 @@ struct CUDAKIT_API Allocation {
   std::size_t bytes = 0;
   int device = -1;
   AllocationKind kind = AllocationKind::pool;
+  VirtualRange* virtual_range = nullptr;  // kind virtual_range only
+  /// The resource the memory came from (AllocationKind::resource), kept alive until the
+  /// memory went back to it (DESIGN 4).
+  std::shared_ptr<ResourceModel> resource;
 
   /// Orders a use on `stream` after the uses it conflicts with (DESIGN 5). Call before
   /// submitting the work. The fast path is for the single-stream case. The stream is
@@ -73,6 +92,11 @@ struct CUDAKIT_API Allocation {
   /// holds its first reference.
   static Ref<Allocation> create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind,
                                 StreamRef stream);
+
+  /// Whether its owner is its only holder: no view keeps it (views hold none), no graph,
+  /// capture or pending release. Only the owner's thread may ask, and the answer holds
+  /// while that thread does not hand out a reference (only a holder can make another).
+  bool held_by_owner_alone() const noexcept { return refs_.load(std::memory_order_acquire) == 1; }
 
   /// For tests and diagnostics: whether the allocation is tracked across streams now.
   bool is_shared_across_streams() const;

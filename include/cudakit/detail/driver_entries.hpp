@@ -82,6 +82,19 @@
   X(MemsetD32Async, 3020, 3020)                                    \
   X(MemsetD2D32Async, 3020, 3020)                                  \
   X(PointerGetAttribute, 4000, 4000)                               \
+  /* virtual memory, managed memory, batched copies */              \
+  X(MemGetAllocationGranularity, 10020, 10020)                     \
+  X(MemAddressReserve, 10020, 10020)                               \
+  X(MemAddressFree, 10020, 10020)                                  \
+  X(MemCreate, 10020, 10020)                                       \
+  X(MemRelease, 10020, 10020)                                      \
+  X(MemMap, 10020, 10020)                                          \
+  X(MemUnmap, 10020, 10020)                                        \
+  X(MemSetAccess, 10020, 10020)                                    \
+  X(MemAllocManaged, 6000, 6000)                                   \
+  X(MemPrefetchAsync, 12020, 12020)                                \
+  X(MemAdvise, 12020, 12020)                                       \
+  X(MemcpyBatchAsync, 12080, 12080)                                \
   /* modules, libraries, functions */                              \
   X(ModuleLoadDataEx, 2010, 2010)                                  \
   X(ModuleUnload, 2000, 2000)                                      \

@@ -18,6 +18,8 @@
 
 #include "cudakit/device_buffer.hpp"
 #include "cudakit/device_span.hpp"
+#include "cudakit/growable_buffer.hpp"
+#include "cudakit/managed_buffer.hpp"
 
 namespace cudakit::detail {
 
@@ -25,6 +27,10 @@ template <class T>
 struct is_device_buffer : std::false_type {};
 template <class T>
 struct is_device_buffer<DeviceBuffer<T>> : std::true_type {};
+template <class T>
+struct is_device_buffer<GrowableBuffer<T>> : std::true_type {};
+template <class T>
+struct is_device_buffer<ManagedBuffer<T>> : std::true_type {};
 template <class T>
 struct is_device_span : std::false_type {};
 template <class T>
@@ -137,6 +143,14 @@ struct untyped_parameter {
 };
 template <class Arg, class T>
 struct untyped_parameter<Arg, DeviceBuffer<T>> {
+  using type = std::conditional_t<std::is_const_v<std::remove_reference_t<Arg>>, const T*, T*>;
+};
+template <class Arg, class T>
+struct untyped_parameter<Arg, GrowableBuffer<T>> {
+  using type = std::conditional_t<std::is_const_v<std::remove_reference_t<Arg>>, const T*, T*>;
+};
+template <class Arg, class T>
+struct untyped_parameter<Arg, ManagedBuffer<T>> {
   using type = std::conditional_t<std::is_const_v<std::remove_reference_t<Arg>>, const T*, T*>;
 };
 template <class Arg, class T>

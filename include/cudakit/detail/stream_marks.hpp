@@ -19,7 +19,11 @@
 // are held for a few driver calls, so the wait is short; pinning never blocks.
 //
 // Captures mark under one mutex, so that of two captures begun on a stream at once one
-// wins, whole. Readers that do not pin (the capturing thread itself, checks that refuse
+// wins, whole. A capture first claims the stream (under that mutex), then records the
+// stream's capture fence, then marks it: a second capture that finds the claim gives up
+// before it records anything, so its fence cannot land in the winner's capture. A claim
+// is not a mark: other threads still submit to the stream live meanwhile, as they may,
+// since the driver has not begun capturing it. Readers that do not pin (the capturing thread itself, checks that refuse
 // work on a capturing stream) read the marks with acquire loads.
 #pragma once
 
@@ -68,8 +72,17 @@ class CUDAKIT_API StreamMarks {
   /// The owner is about to destroy the stream: marks it dead, then waits for the pins.
   void mark_dead() noexcept;
   /// Capture `c`, owned by thread `owner`, is about to capture the stream: marks it, then
-  /// waits for the pins. False, changing nothing, when a capture holds the stream already.
+  /// waits for the pins. False, changing nothing, when a capture holds or claims the
+  /// stream already.
   bool mark_capturing(CaptureState* c, std::thread::id owner) noexcept;
+  /// A capture is about to take the stream and must record something on it first (its
+  /// capture fence): claims it, so that no other capture can take it meanwhile. False,
+  /// changing nothing, when a capture holds or claims it already.
+  bool claim_for_capture() noexcept;
+  /// The claim becomes capture `c`'s mark (owned by thread `owner`); then waits for the pins.
+  void mark_claimed_capturing(CaptureState* c, std::thread::id owner) noexcept;
+  /// Drops a claim: the capture did not take the stream after all.
+  void drop_claim() noexcept;
   /// Capture `c` lets go of the stream; nothing when another capture (or none) holds it.
   void unmark_capturing(const CaptureState* c) noexcept;
 
@@ -79,6 +92,7 @@ class CUDAKIT_API StreamMarks {
   std::atomic<bool> alive_{true};
   std::atomic<std::int32_t> pins_{0};
   std::atomic<CaptureState*> capture_{nullptr};
+  bool claimed_ = false;  // under the capture marks' mutex (claim_for_capture)
   std::atomic<std::thread::id> capture_owner_{};
 };
 

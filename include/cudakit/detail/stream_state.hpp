@@ -11,6 +11,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
@@ -21,6 +22,23 @@
 namespace cudakit::detail {
 
 void release_capture_fence(int device, CUevent fence) noexcept;  // src/stream/capture_state.cpp
+
+// Note [Stale stream refs]. A StreamRef is a view: it may outlive its Stream, and its
+// state pointer then names a state that may be freed. So a state's memory is never given
+// back to the general heap: states live in slots that are reused only for states, and a
+// slot's header (before the state) holds a generation that the owner bumps when it
+// destroys or releases the stream. A StreamRef carries the generation it was made at (in
+// padding it had anyway); a ref whose generation differs from its slot's names a stream
+// that is gone, and reading the header through it is always reading valid memory. The
+// check is one plain load and a compare: the tracked slow paths make it in every build
+// (stream_state_of), every StreamRef call makes it in builds with assertions on (and with
+// CUDAKIT_CHECK_STREAM_REFS), and the launch and tracking fast paths never do in release.
+struct StreamStateSlotHeader {
+  std::atomic<std::uint32_t> generation{0};
+  StreamStateSlotHeader* next_free = nullptr;  // while the slot is free (stream_state.cpp)
+};
+inline constexpr std::size_t stream_state_header_bytes = 32;  // the header, padded to the state's alignment
+static_assert(sizeof(StreamStateSlotHeader) <= stream_state_header_bytes);
 
 struct CUDAKIT_API StreamState {
   CUstream handle = nullptr;
@@ -58,7 +76,21 @@ struct CUDAKIT_API StreamState {
   ~StreamState() {
     if (CUevent fence = capture_fence.load(std::memory_order_relaxed)) release_capture_fence(device, fence);
   }
+
+  // In slots that are reused only for states (Note [Stale stream refs]).
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p, std::size_t size) noexcept;
 };
+static_assert(alignof(StreamState) <= stream_state_header_bytes);
+
+/// The generation of `s`'s slot: valid to read through any pointer that ever named a state.
+inline std::uint32_t generation_of(const StreamState* s) noexcept {
+  const auto* header =
+      reinterpret_cast<const StreamStateSlotHeader*>(reinterpret_cast<const char*>(s) - stream_state_header_bytes);
+  return header->generation.load(std::memory_order_relaxed);
+}
+/// The owner destroys or releases the stream: every StreamRef made before is stale.
+CUDAKIT_API void end_generation(StreamState* s) noexcept;
 
 inline void retain(StreamState* s) noexcept { s->counts.fetch_add(StreamState::one_ref, std::memory_order_relaxed); }
 inline void release(StreamState* s) noexcept {

@@ -41,6 +41,9 @@ int default_attribute(const DeviceConfig& c, int a) {
     case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
     case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 6144;
     case CU_DEVICE_ATTRIBUTE_NUMA_ID: return -1;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return 1;
     default: return 0;
   }
 }
@@ -197,9 +200,7 @@ CUresult MemGetInfo(size_t* free_bytes, size_t* total) {
   if (!tl_current) return CUDA_ERROR_INVALID_CONTEXT;
   std::lock_guard l(D().mutex);
   int d = device_of(tl_current);
-  std::size_t used = 0;
-  for (auto& [b, a] : D().allocations)
-    if (a.device == d && !a.pinned_host) used += a.bytes;
+  std::size_t used = D().device_memory_used(d);
   *total = D().devices[d].total_memory;
   *free_bytes = *total > used ? *total - used : 0;
   return CUDA_SUCCESS;
@@ -239,6 +240,7 @@ CUresult StreamDestroy(CUstream s) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
   if (!D().destroyed("stream", s)) return CUDA_ERROR_INVALID_HANDLE;
+  stream_destroyed_while_capturing(s);
   D().streams.erase(s);
   delete reinterpret_cast<StreamTag*>(s);
   return CUDA_SUCCESS;
@@ -385,10 +387,17 @@ CUresult EventQuery(CUevent e) {
 }
 
 CUresult EventSynchronize(CUevent e) {
+  {
+    std::lock_guard l(D().mutex);
+    if (!D().event(e)) return CUDA_ERROR_INVALID_HANDLE;
+    if (CUresult r = refuse_captured_event(e)) return r;
+  }
+  // Then the driver refuses it on a thread whose own capture is not relaxed, and
+  // invalidates that capture (seen on an H200: CaptureLifetimeGpuTest).
+  if (CUresult r = unsafe_call("cuEventSynchronize")) return r;
   std::lock_guard l(D().mutex);
   FakeEvent* ev = D().event(e);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult r = refuse_captured_event(e)) return r;
   D().host_waits(ev->snapshot);
   return CUDA_SUCCESS;
 }

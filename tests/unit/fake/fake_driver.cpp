@@ -85,6 +85,7 @@ struct Wrapper<Id, R(CUDAAPI*)(Args...)> {
     CUresult fault = CUDA_SUCCESS;
     if (intercept(Id, &fault)) return fault;
     Driver& d = Driver::current();
+    if (d.hooked[static_cast<std::size_t>(Id)].load(std::memory_order_acquire)) d.hooks[static_cast<std::size_t>(Id)]();
     if (int us = d.delays[static_cast<std::size_t>(Id)].load(std::memory_order_relaxed); us > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(us));
     void* impl = d.impls[static_cast<std::size_t>(Id)];
@@ -115,7 +116,9 @@ Driver::Driver() {
 Driver::~Driver() {
   if (g_current == this) g_current = nullptr;
   g_sticky = CUDA_SUCCESS;
-  for (auto& [base, a] : allocations) ::operator delete(reinterpret_cast<void*>(base), std::align_val_t(256));
+  for (auto& [base, a] : allocations)
+    if (!a.mapped) ::operator delete(reinterpret_cast<void*>(base), std::align_val_t(256));
+  release_reservations_left_behind(*this);
 }
 
 Driver& Driver::current() {
@@ -129,6 +132,8 @@ Driver& Driver::current() {
 void Driver::install() {
   register_core(*this);
   register_memory(*this);
+  register_virtual_memory(*this);
+  register_managed_memory(*this);
   register_modules(*this);
   register_graphs(*this);
   void* table[driver::entry_count];

@@ -5,7 +5,8 @@
 //   it is submitted, host callbacks too).
 // - Every handle goes through a ledger: a leak or a double destroy fails the test.
 // - Faults are scripted: "fail the 3rd cuEventRecord with CUDA_ERROR_OUT_OF_MEMORY".
-// - Calls can be slowed (delay()), to widen the window of a race between threads.
+// - Calls can be slowed (delay()), to widen the window of a race between threads, or
+//   held at a point the test chooses (on_call()), to run a race in a fixed order.
 // - Every call is counted and logged, so tests can assert "no event was recorded" and
 //   the fault sweep can fail each call an operation makes, one at a time.
 // - An ordering model (vector clocks per stream, snapshots in events) checks that every
@@ -84,6 +85,28 @@ struct Allocation {
   bool pinned_host = false;  // cuMemHostAlloc
   bool async = false;        // from cuMemAllocAsync
   unsigned host_flags = 0;   // cuMemHostAlloc's flags
+  bool mapped = false;       // a virtual-memory mapping made accessible (its bytes count in its chunk)
+  bool managed = false;      // cuMemAllocManaged (not counted against the device's memory)
+};
+
+// Virtual-memory state (fake_virtual_memory.cpp).
+struct Reservation {
+  std::size_t bytes = 0;
+  std::size_t host_bytes = 0;  // the host addresses behind it (inaccessible until mapped)
+  void* host_base = nullptr;
+};
+struct PhysicalChunk {
+  std::size_t bytes = 0;
+  int device = 0;
+  int mappings = 0;
+  bool released = false;  // cuMemRelease'd: gone once its last mapping is
+  CUmemAllocationHandleType shareable = CU_MEM_HANDLE_TYPE_NONE;
+};
+struct Mapping {
+  std::size_t bytes = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  bool accessible = false;  // cuMemSetAccess gave a device read-write access
+  std::set<int> devices;    // the devices that may access it
 };
 
 // Memory-area state (fake_memory.cpp).
@@ -140,6 +163,17 @@ class Driver {
   /// thousands. Zero ends it.
   void delay(EntryId entry, std::chrono::microseconds delay) {
     delays[static_cast<std::size_t>(entry)].store(static_cast<int>(delay.count()), std::memory_order_relaxed);
+  }
+  /// Runs `hook` on the calling thread at the start of every call of `entry` from now on,
+  /// before the call does its work (outside the fake's lock): a race test holds one thread
+  /// inside a driver call until another got somewhere, so the race runs in the order the
+  /// test chooses. An empty function ends it. Set and cleared while no other thread calls
+  /// the fake (before the threads start, after they are joined).
+  void on_call(EntryId entry, std::function<void()> hook) {
+    auto i = static_cast<std::size_t>(entry);
+    hooked[i].store(false, std::memory_order_release);
+    hooks[i] = std::move(hook);
+    if (hooks[i]) hooked[i].store(true, std::memory_order_release);
   }
   /// Ends a sticky error (a real driver never does; tests do, to clean up).
   void clear_sticky();
@@ -200,6 +234,8 @@ class Driver {
   std::vector<std::pair<EntryId, CUresult>> failed_calls;
   int call_counts[driver::entry_count] = {};
   std::atomic<int> delays[driver::entry_count] = {};  // microseconds, by entry (delay())
+  std::function<void()> hooks[driver::entry_count];   // by entry (on_call())
+  std::atomic<bool> hooked[driver::entry_count] = {};
   void* impls[driver::entry_count] = {};
   std::map<std::string, std::set<const void*>> ledger;
   std::vector<std::string> problems;
@@ -236,6 +272,19 @@ class Driver {
   /// block for it; cudakit stages pageable memory instead, so tests expect none.
   std::vector<std::string> pageable_async_copies;
 
+  // Virtual memory (fake_virtual_memory.cpp): the driver's rules are checked there.
+  std::map<std::uintptr_t, Reservation> reservations;  // by base address
+  std::map<CUmemGenericAllocationHandle, PhysicalChunk> physical;
+  std::map<std::uintptr_t, Mapping> mappings;  // by first byte
+  /// What cuMemGetAllocationGranularity answers (minimum and recommended alike).
+  std::size_t vmm_granularity = std::size_t(2) << 20;
+  CUmemGenericAllocationHandle next_physical_handle = 0x1000;
+  /// Device memory in use on `device`: allocations and live physical chunks.
+  std::size_t device_memory_used(int device) const;
+  /// Whether [p, p + bytes) is device memory a copy may use: inside one allocation, or
+  /// across accessible virtual-memory mappings that follow each other without a gap.
+  bool device_range_valid(std::uintptr_t p, std::size_t bytes) const;
+
   // Per-area state hooks (each area file may keep its own state in maps keyed by handle).
   std::map<std::string, std::function<void()>> on_destroy;
 };
@@ -245,6 +294,10 @@ void register_core(Driver& d);
 void register_memory(Driver& d);
 void register_modules(Driver& d);
 void register_graphs(Driver& d);
+void register_virtual_memory(Driver& d);
+void register_managed_memory(Driver& d);
+/// Gives the host addresses behind reservations a test left behind back (~Driver).
+void release_reservations_left_behind(Driver& d);
 
 /// A fake context handle for device `d` (stable).
 CUcontext context_of(int device);
@@ -311,6 +364,10 @@ std::size_t pending_replays();
 /// Internal (a sticky error): the context is gone, and with it every capture in progress;
 /// their streams leave capture mode and the partial graphs go.
 void end_every_capture();
+/// Internal (cuStreamDestroy): a stream destroyed while it captures. The fake's model (the
+/// device test StreamDestroyedMidCapture.* shows the driver's): its capture is invalidated;
+/// a forked stream leaves it, and an origin takes it down with its partial graph.
+void stream_destroyed_while_capturing(CUstream s);
 /// Internal (cuLaunchHostFunc): queues the function behind the replays in flight, if any.
 bool defer_host_function_behind_replays(CUhostFn fn, void* data);
 

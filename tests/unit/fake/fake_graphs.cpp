@@ -1186,6 +1186,24 @@ void end_every_capture() {
   A().captures.clear();
 }
 
+void stream_destroyed_while_capturing(CUstream s) {
+  std::lock_guard l(D().mutex);
+  if (!g_area) return;
+  Membership* m = membership(s);
+  if (m == nullptr) return;
+  Capture* c = m->capture;
+  invalidate(c);
+  if (c->origin != s) {  // a fork: it leaves the capture, which fails at its end
+    c->members.erase(s);
+    A().capturing.erase(s);
+    return;
+  }
+  // The origin: nobody can end the capture any more; it goes with its partial graph.
+  leave_capture(c);
+  destroy_graph(c->graph);
+  A().captures.erase(c->id);
+}
+
 bool defer_host_function_behind_replays(CUhostFn fn, void* data) {
   std::lock_guard l(D().mutex);
   if (!g_area || !A().defer || A().pending.empty()) return false;

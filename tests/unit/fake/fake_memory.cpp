@@ -30,10 +30,7 @@ CUresult check_stream_arg(CUstream s) {
 
 CUresult allocate(CUdeviceptr* out, size_t bytes, int device, bool async, bool pinned, void** host_out = nullptr) {
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  std::size_t used = 0;
-  for (auto& [b, a] : D().allocations)
-    if (!a.pinned_host && a.device == device) used += a.bytes;
-  if (!pinned && used + bytes > D().devices[device].total_memory) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!pinned && D().device_memory_used(device) + bytes > D().devices[device].total_memory) return CUDA_ERROR_OUT_OF_MEMORY;
   if (pinned) {
     std::size_t locked = 0;
     for (auto& [b, a] : D().allocations)
@@ -54,7 +51,7 @@ CUresult allocate(CUdeviceptr* out, size_t bytes, int device, bool async, bool p
 
 CUresult free_memory(std::uintptr_t base, bool pinned) {
   auto it = D().allocations.find(base);
-  if (it == D().allocations.end() || it->second.pinned_host != pinned) {
+  if (it == D().allocations.end() || it->second.pinned_host != pinned || it->second.mapped) {
     D().problems.push_back(std::string("free of ") + (pinned ? "pinned" : "device") + " memory that is not allocated");
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -78,11 +75,7 @@ int current_device() {
 }
 
 // A device range must lie inside one live allocation.
-bool valid_range(CUdeviceptr p, std::size_t bytes) {
-  std::uintptr_t base = 0;
-  const Allocation* a = D().allocation_of(static_cast<std::uintptr_t>(p), &base);
-  return a != nullptr && static_cast<std::uintptr_t>(p) + bytes <= base + a->bytes;
-}
+bool valid_range(CUdeviceptr p, std::size_t bytes) { return D().device_range_valid(static_cast<std::uintptr_t>(p), bytes); }
 
 std::string hex(std::uintptr_t p) {
   char buf[32];

@@ -301,7 +301,7 @@ ncclResult_t submit(NcclEntry kind, const void* send, void* recv, std::size_t co
 
 // A collective call: recorded into the capture when its stream captures, run otherwise.
 ncclResult_t collective(NcclEntry kind, const void* send, void* recv, std::size_t count, ncclDataType_t type,
-                        ncclRedOp_t op, int root_or_peer, ncclComm_t comm, cudaStream_t s) {
+                        ncclRedOp_t op, int root_or_peer, ncclComm_t comm, CUstream s) {
   if (ncclResult_t r = enter(kind)) return r;
   {
     std::lock_guard l(N().mutex);
@@ -540,27 +540,27 @@ ncclResult_t CommUserRank(const ncclComm_t comm, int* rank) {
   return ncclSuccess;
 }
 
-ncclResult_t AllReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t st) {
+ncclResult_t AllReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, CUstream st) {
   return collective(NcclEntry::AllReduce, s, r, n, t, op, -1, c, st);
 }
 ncclResult_t Reduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c,
-                    cudaStream_t st) {
+                    CUstream st) {
   return collective(NcclEntry::Reduce, s, r, n, t, op, root, c, st);
 }
-ncclResult_t Broadcast(const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st) {
+ncclResult_t Broadcast(const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t c, CUstream st) {
   return collective(NcclEntry::Broadcast, s, r, n, t, ncclSum, root, c, st);
 }
-ncclResult_t AllGather(const void* s, void* r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st) {
+ncclResult_t AllGather(const void* s, void* r, size_t n, ncclDataType_t t, ncclComm_t c, CUstream st) {
   return collective(NcclEntry::AllGather, s, r, n, t, ncclSum, -1, c, st);
 }
 ncclResult_t ReduceScatter(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
-                           cudaStream_t st) {
+                           CUstream st) {
   return collective(NcclEntry::ReduceScatter, s, r, n, t, op, -1, c, st);
 }
-ncclResult_t Send(const void* s, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t st) {
+ncclResult_t Send(const void* s, size_t n, ncclDataType_t t, int peer, ncclComm_t c, CUstream st) {
   return collective(NcclEntry::Send, s, nullptr, n, t, ncclSum, peer, c, st);
 }
-ncclResult_t Recv(void* r, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t st) {
+ncclResult_t Recv(void* r, size_t n, ncclDataType_t t, int peer, ncclComm_t c, CUstream st) {
   return collective(NcclEntry::Recv, nullptr, r, n, t, ncclSum, peer, c, st);
 }
 

@@ -19,6 +19,7 @@ constexpr double row_height = 24;
 constexpr const char* colour_met = "#2e7d32";
 constexpr const char* colour_missed = "#c62828";
 constexpr const char* colour_unjudged = "#9e9e9e";
+constexpr const char* colour_within_noise = "#ef8f00";
 constexpr const char* colour_target = "#1565c0";
 constexpr const char* series_colours[] = {"#1565c0", "#ef6c00", "#6a1b9a", "#2e7d32", "#c62828", "#00838f", "#5d4037"};
 
@@ -76,7 +77,7 @@ double draw_ratio_chart(SvgDocument& svg, const std::vector<Result>& results, do
                colour_missed);
       continue;
     }
-    const char* fill = !v.judged ? colour_unjudged : v.met ? colour_met : colour_missed;
+    const char* fill = !v.judged ? colour_unjudged : v.met ? colour_met : v.within_noise ? colour_within_noise : colour_missed;
     double x0 = axis.at(1.0), x1 = axis.at(std::clamp(v.ratio, axis.lo, axis.hi));
     svg.rect(std::min(x0, x1), mid - 7, std::max(std::abs(x1 - x0), 1.0), 14, fill);
     if (std::isfinite(v.round_ratio.p10) && std::isfinite(v.round_ratio.p90)) {
@@ -98,12 +99,14 @@ double draw_ratio_chart(SvgDocument& svg, const std::vector<Result>& results, do
   double legend = rows_bottom + 40;
   svg.rect(plot_left, legend - 9, 12, 10, colour_met);
   svg.text(plot_left + 16, legend, "target met", TextAnchor::start, 11);
-  svg.rect(plot_left + 100, legend - 9, 12, 10, colour_missed);
-  svg.text(plot_left + 116, legend, "target missed", TextAnchor::start, 11);
-  svg.line(plot_left + 220, legend - 10, plot_left + 220, legend + 2, {colour_target, 2, "3 2"});
-  svg.text(plot_left + 226, legend, "target", TextAnchor::start, 11);
-  svg.line(plot_left + 290, legend - 4, plot_left + 310, legend - 4, {"#212121", 1, ""});
-  svg.text(plot_left + 316, legend, "p10..p90 of per-round ratios", TextAnchor::start, 11);
+  svg.rect(plot_left + 100, legend - 9, 12, 10, colour_within_noise);
+  svg.text(plot_left + 116, legend, "within noise", TextAnchor::start, 11);
+  svg.rect(plot_left + 200, legend - 9, 12, 10, colour_missed);
+  svg.text(plot_left + 216, legend, "target missed", TextAnchor::start, 11);
+  svg.line(plot_left + 320, legend - 10, plot_left + 320, legend + 2, {colour_target, 2, "3 2"});
+  svg.text(plot_left + 326, legend, "target", TextAnchor::start, 11);
+  svg.line(plot_left + 390, legend - 4, plot_left + 410, legend - 4, {"#212121", 1, ""});
+  svg.text(plot_left + 416, legend, "p10..p90 of per-round ratios", TextAnchor::start, 11);
   return legend + 20;
 }
 

@@ -46,7 +46,7 @@ struct Context {
 
 struct Benchmark {
   std::string name;   // what --filter and --list see
-  std::string group;  // "streams", "events", "launch", "graphs", "bandwidth", ...
+  std::string group;  // "streams", "events", "launch", "graphs", "bandwidth", ...: no spaces
   QuickRun quick_run = QuickRun::skip;
   std::function<std::vector<Result>(const Context&)> run;
 };
@@ -60,7 +60,8 @@ struct BenchmarkRegistrar {
 };
 
 /// The benchmarks to run, sorted by group (then in registration order): those whose
-/// name or group contains one of `filters` (case-insensitive), every one when
+/// name or group contains one of `filters` (case-insensitive; a space in a filter also
+/// matches the dash of a group name, "declared work" the group "declared-work"), every one when
 /// `filters` is empty; with `quick_only`, only those in the quick run.
 std::vector<Benchmark> select(const std::vector<Benchmark>& all, const std::vector<std::string>& filters,
                               bool quick_only);

@@ -37,8 +37,13 @@ json result_json(const Result& r) {
   out["raw"] = side_json(r.raw, v.raw);
   out["ratio"] = number(v.ratio);
   out["round_ratio"] = spread_json(v.round_ratio);
+  out["ratio_interval"] = {{"low", number(v.ratio_interval.low)},
+                           {"high", number(v.ratio_interval.high)},
+                           {"confidence", number(v.ratio_interval.confidence)}};
   out["target_ratio"] = r.target_ratio > 0 ? json(r.target_ratio) : json();
-  out["passed"] = v.judged ? json(v.met) : !r.error.empty() ? json(false) : json();
+  out["verdict"] = outcome_name(v.outcome);
+  // Within noise passes: only a miss fails the run.
+  out["passed"] = v.judged ? json(!v.missed) : !r.error.empty() ? json(false) : json();
   if (!r.error.empty()) out["error"] = r.error;
   return out;
 }
@@ -46,10 +51,11 @@ json result_json(const Result& r) {
 }  // namespace
 
 std::string report_json(const RunInfo& info, const std::vector<Result>& results) {
-  int met = 0, missed = 0;
+  int met = 0, within_noise = 0, missed = 0;
   for (const Result& r : results) {
     Verdict v = judge(r);
     met += v.met ? 1 : 0;
+    within_noise += v.within_noise ? 1 : 0;
     missed += v.missed ? 1 : 0;
   }
   json doc = {{"schema", report_schema},
@@ -67,9 +73,11 @@ std::string report_json(const RunInfo& info, const std::vector<Result>& results)
   doc["quick"] = info.quick;
   doc["rounds"] = info.rounds;
   doc["filters"] = info.filters;
+  doc["ratio_interval_method"] = ratio_interval_method;
   doc["results"] = json::array();
   for (const Result& r : results) doc["results"].push_back(result_json(r));
   doc["targets_met"] = met;
+  doc["targets_within_noise"] = within_noise;
   doc["targets_missed"] = missed;
   doc["passed"] = missed == 0;
   return doc.dump(2) + "\n";

@@ -1,5 +1,6 @@
 // The record of one `cudakit bench` run, as JSON: when and where it ran, and every
-// result with its samples, medians, spreads, ratio, target and verdict. These files are
+// result with its samples, medians, spreads, ratio, its 95% interval, target and
+// verdict ("met", "within noise", "missed", "error", "reported"). These files are
 // committed under bench/results/, so the shape is versioned ("schema").
 #pragma once
 
@@ -29,6 +30,10 @@ struct RunInfo {
 };
 
 inline constexpr const char* report_schema = "cudakit-bench/1";
+
+/// How each result's "ratio_interval" is formed, recorded in the report.
+inline constexpr const char* ratio_interval_method =
+    "95% distribution-free interval (order statistics) of the median per-round cudakit/raw ratio";
 
 /// The whole run as a JSON document.
 std::string report_json(const RunInfo& info, const std::vector<Result>& results);

@@ -8,21 +8,53 @@
 
 namespace cudakit::tool::bench {
 
+const char* outcome_name(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::reported: return "reported";
+    case Outcome::met: return "met";
+    case Outcome::within_noise: return "within noise";
+    case Outcome::missed: return "missed";
+    case Outcome::error: return "error";
+  }
+  return "?";
+}
+
+Outcome classify(const Interval& interval, double target_ratio, Better better) {
+  if (!(target_ratio > 0)) return Outcome::reported;
+  if (!std::isfinite(interval.low) || !std::isfinite(interval.high) || !(interval.low > 0)) return Outcome::missed;
+  // A ceiling is met when even the interval's top is under it, missed when even its
+  // bottom is over it; a floor the other way round.
+  if (better == Better::lower)
+    return interval.high <= target_ratio ? Outcome::met : interval.low > target_ratio ? Outcome::missed : Outcome::within_noise;
+  return interval.low >= target_ratio ? Outcome::met : interval.high < target_ratio ? Outcome::missed : Outcome::within_noise;
+}
+
+std::vector<double> round_ratios(const std::vector<double>& cudakit, const std::vector<double>& raw) {
+  std::vector<double> ratios;
+  std::size_t rounds = std::min(cudakit.size(), raw.size());
+  for (std::size_t i = 0; i < rounds; ++i)
+    if (raw[i] > 0 && cudakit[i] > 0 && std::isfinite(raw[i]) && std::isfinite(cudakit[i]))
+      ratios.push_back(cudakit[i] / raw[i]);
+  return ratios;
+}
+
 Verdict judge(const Result& result) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  Verdict v{summarize(result.cudakit), summarize(result.raw), nan, {nan, nan, nan, nan, nan}, false, false, false};
+  Verdict v{summarize(result.cudakit), summarize(result.raw), nan, {nan, nan, nan, nan, nan}, {nan, nan, nan},
+            Outcome::reported, false, false, false, false};
   if (v.raw.median > 0 && std::isfinite(v.cudakit.median)) v.ratio = v.cudakit.median / v.raw.median;
 
-  std::vector<double> per_round;
-  std::size_t rounds = std::min(result.cudakit.size(), result.raw.size());
-  for (std::size_t i = 0; i < rounds; ++i)
-    if (result.raw[i] > 0) per_round.push_back(result.cudakit[i] / result.raw[i]);
-  v.round_ratio = summarize(std::move(per_round));
+  std::vector<double> per_round = round_ratios(result.cudakit, result.raw);
+  v.round_ratio = summarize(per_round);
+  v.ratio_interval = median_interval_95(std::move(per_round));
+  // Without paired rounds the ratio of medians is all there is: an interval of one point.
+  if (!std::isfinite(v.ratio_interval.low) && std::isfinite(v.ratio) && v.ratio > 0) v.ratio_interval = {v.ratio, v.ratio, nan};
 
   v.judged = result.target_ratio > 0 && result.error.empty();
-  if (v.judged && std::isfinite(v.ratio))
-    v.met = result.better == Better::lower ? v.ratio <= result.target_ratio : v.ratio >= result.target_ratio;
-  v.missed = !result.error.empty() || (v.judged && !v.met);
+  v.outcome = !result.error.empty() ? Outcome::error : classify(v.ratio_interval, result.target_ratio, result.better);
+  v.met = v.outcome == Outcome::met;
+  v.within_noise = v.outcome == Outcome::within_noise;
+  v.missed = v.outcome == Outcome::missed || v.outcome == Outcome::error;
   return v;
 }
 

@@ -1,10 +1,16 @@
 // What a benchmark yields: one Result per measured figure, each holding the samples of
 // the cudakit side and of the raw-driver side, taken interleaved in one process.
 //
-// A Result is judged by the ratio of the two medians, cudakit over raw, against a
+// A Result's figure is the ratio of the two medians, cudakit over raw, held against a
 // target: for a cost (µs per operation) lower is better and the target is a ceiling
 // (1.05: cudakit may cost at most 5% more); for a throughput (GB/s) higher is better and
 // the target is a floor (0.98: cudakit keeps at least 98% of the raw bandwidth).
+//
+// The verdict comes from the 95% interval of the median per-round ratio (each cudakit
+// round over the raw round beside it; statistics.hpp): "missed" only when the whole
+// interval is on the wrong side of the target, "within noise" when the target lies
+// inside it, "met" otherwise. A run cannot tell a ratio inside its own noise from the
+// target, so only a miss fails the run.
 #pragma once
 
 #include <string>
@@ -35,18 +41,41 @@ struct Result {
   std::string error;
 };
 
+/// What a result's interval says about its target.
+enum class Outcome {
+  reported,      // no target
+  met,           // the whole interval on the right side of the target
+  within_noise,  // the target inside the interval: this run cannot tell
+  missed,        // the whole interval on the wrong side (or no ratio at all)
+  error,         // the benchmark failed
+};
+
+/// "reported", "met", "within noise", "missed", "error".
+const char* outcome_name(Outcome outcome);
+
 /// A Result's numbers, computed from its samples.
 struct Verdict {
   Spread cudakit;
   Spread raw;
   double ratio;        // cudakit median / raw median; NaN when it cannot be formed
   Spread round_ratio;  // per-round cudakit/raw: how steady the ratio was across rounds
-  bool judged;         // has a target and no error
-  bool met;            // judged and within the target (an unjudged result is never "met")
-  bool missed;         // failed (an error) or judged and outside the target: exit 1
+  Interval ratio_interval;  // 95% interval of the median per-round ratio
+  Outcome outcome;
+  bool judged;        // has a target and no error
+  bool met;           // outcome met
+  bool within_noise;  // outcome within_noise
+  bool missed;        // outcome missed or error: exit 1
 };
 
+/// The outcome of a ratio interval [low, high] against a target (`better` says on
+/// which side of it the figure should be).
+Outcome classify(const Interval& interval, double target_ratio, Better better);
+
 Verdict judge(const Result& result);
+
+/// The per-round ratios cudakit[i] / raw[i] of the rounds where both are positive and
+/// finite.
+std::vector<double> round_ratios(const std::vector<double>& cudakit, const std::vector<double>& raw);
 
 /// A ratio against its target in words: "" without a target (`target_ratio` <= 0), "ok"
 /// when met, otherwise how far it missed, relative to the target, e.g. "MISS: 0.3% over
