@@ -153,11 +153,15 @@ TEST_F(CaptureLifetimeGpuTest, RawDriverDestroyingAForkedStreamMidCapture) {
               int(destroyed), int(ended), g != nullptr ? "returned" : "none");
   RecordProperty("destroy_result", int(destroyed));
   RecordProperty("end_result", int(ended));
-  if (g != nullptr) EXPECT_EQ(cu.GraphDestroy(g), CUDA_SUCCESS);
+  if (g != nullptr) {
+    EXPECT_EQ(cu.GraphDestroy(g), CUDA_SUCCESS);
+  }
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
   EXPECT_EQ(cu.StreamIsCapturing(origin, &status), CUDA_SUCCESS);
   EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
-  if (destroyed != CUDA_SUCCESS) EXPECT_EQ(cu.StreamDestroy(fork), CUDA_SUCCESS);
+  if (destroyed != CUDA_SUCCESS) {
+    EXPECT_EQ(cu.StreamDestroy(fork), CUDA_SUCCESS);
+  }
   EXPECT_EQ(cu.StreamSynchronize(origin), CUDA_SUCCESS);
   EXPECT_EQ(cu.EventDestroy(e), CUDA_SUCCESS);
   EXPECT_EQ(cu.StreamDestroy(origin), CUDA_SUCCESS);
