@@ -388,11 +388,16 @@ bool order_after_every_user(const Users& users, const FreeStream& on, Allocation
 }
 
 // The release itself, as the memory was obtained. A pool free is stream-ordered on
-// `stream`, null only on a dead context (no service stream could be made): the call is
-// tried all the same, and the driver refuses it with the sticky error (DESIGN 1's one
-// exception: nothing runs on a dead context, so no stream's order can be broken).
+// `stream`, null only on a dead context (no service stream could be made): the memory
+// goes with the context, and no call is made on stream handle 0 (DESIGN 1), which the
+// driver would refuse with the sticky error all the same; that error is what is reported.
 void free_by_kind(AllocationKind kind, CUdeviceptr pointer, CUstream stream, int device, const Resource& res) {
   if (kind == AllocationKind::pool) {
+    if (stream == nullptr) {
+      std::shared_ptr<const DriverError> poison = poison_of(device);
+      check(poison != nullptr ? poison->code() : CUDA_ERROR_INVALID_CONTEXT, cu.MemFreeAsync.name(), res);
+      return;
+    }
     check(cu.MemFreeAsync(pointer, stream), cu.MemFreeAsync.name(), res);
     return;
   }

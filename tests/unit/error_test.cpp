@@ -362,6 +362,37 @@ TEST_F(PoisonTest, DestructorsOnAPoisonedDeviceNeitherThrowNorHangAndParkTheOrig
   fake().primary_retains[0] = 0;
 }
 
+// DESIGN 1 holds on a dead context too: a pool buffer whose streams are all gone, freed
+// when no service stream can be made any more, makes no call on stream handle 0. The
+// memory goes with the context; the sticky error is what is reported.
+TEST_F(PoisonTest, APoolFreeOnADeadContextWithNoLiveStreamMakesNoCallOnStreamZero) {
+  expect_parked_errors();
+  ignore_hazards();  // the cleanup below frees the kept memory by hand
+  Device d = Device::get(0);
+  std::unique_ptr<DeviceBuffer<float>> b;
+  {
+    Stream s(d);
+    b = std::make_unique<DeviceBuffer<float>>(s, 64, uninitialized);
+    poison(s);
+  }
+  int frees = fake().calls(EntryId::MemFreeAsync);
+  b.reset();
+  EXPECT_EQ(fake().calls(EntryId::MemFreeAsync), frees) << "a pool free was submitted with no stream";
+  bool reported = false;
+  for (const auto& p : drain_parked_errors())
+    reported = reported || (p.origin == "buffer free" && p.message.find("cuMemFreeAsync") != std::string::npos);
+  EXPECT_TRUE(reported);
+  cudakit::testing::reset_library_state();
+  drain_parked_errors();
+  fake().clear_sticky();
+  fake().destroy_leftovers();
+  fake().primary_retains[0] = 0;
+  std::vector<CUdeviceptr> kept;  // the buffer's memory, gone with the context on a real driver
+  for (const auto& [base, a] : fake().allocations) kept.push_back(static_cast<CUdeviceptr>(base));
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(driver::cu.MemFree(kept[0]), CUDA_SUCCESS);
+}
+
 TEST_F(PoisonTest, HostCallbackOnAPoisonedStreamIsRefusedAndItsCallableFreed) {
   Stream s(Device::get(0));
   poison(s);
