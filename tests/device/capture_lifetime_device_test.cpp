@@ -128,44 +128,10 @@ TEST_F(CaptureLifetimeGpuTest, TheOriginDestroyedDuringTheCaptureFailsItAndTheSi
   expect_stream_works(side, 4);
 }
 
-// The driver's own rule, with raw calls: what cuStreamDestroy does to a forked stream that
-// is capturing, and what the origin's end then returns. Printed for the fake's model
-// (fake::stream_destroyed_while_capturing: the capture is invalidated, the fork leaves it);
-// asserted: the origin leaves capture mode and works after.
-TEST_F(CaptureLifetimeGpuTest, RawDriverDestroyingAForkedStreamMidCapture) {
-  CUstream origin = nullptr, fork = nullptr;
-  ASSERT_EQ(cu.StreamCreateWithPriority(&origin, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
-  ASSERT_EQ(cu.StreamCreateWithPriority(&fork, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
-  CUevent e = nullptr;
-  ASSERT_EQ(cu.EventCreate(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
-  DeviceBuffer<float> x(StreamRef(fork, device().ordinal()), n, zeroed);
-  ASSERT_EQ(cu.StreamSynchronize(fork), CUDA_SUCCESS);
-  ASSERT_EQ(cu.StreamBeginCapture(origin, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
-  ASSERT_EQ(cu.EventRecord(e, origin), CUDA_SUCCESS);
-  ASSERT_EQ(cu.StreamWaitEvent(fork, e, 0), CUDA_SUCCESS);
-  ASSERT_EQ(cu.MemsetD32Async(x.device_pointer(), 7u, n, fork), CUDA_SUCCESS);
-  ASSERT_EQ(cu.EventRecord(e, fork), CUDA_SUCCESS);
-  ASSERT_EQ(cu.StreamWaitEvent(origin, e, 0), CUDA_SUCCESS);  // joined back
-  CUresult destroyed = cu.StreamDestroy(fork);
-  CUgraph g = nullptr;
-  CUresult ended = cu.StreamEndCapture(origin, &g);
-  std::printf("cuStreamDestroy of a capturing fork: %d; cuStreamEndCapture of the origin: %d (graph %s)\n",
-              int(destroyed), int(ended), g != nullptr ? "returned" : "none");
-  RecordProperty("destroy_result", int(destroyed));
-  RecordProperty("end_result", int(ended));
-  if (g != nullptr) {
-    EXPECT_EQ(cu.GraphDestroy(g), CUDA_SUCCESS);
-  }
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
-  EXPECT_EQ(cu.StreamIsCapturing(origin, &status), CUDA_SUCCESS);
-  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
-  if (destroyed != CUDA_SUCCESS) {
-    EXPECT_EQ(cu.StreamDestroy(fork), CUDA_SUCCESS);
-  }
-  EXPECT_EQ(cu.StreamSynchronize(origin), CUDA_SUCCESS);
-  EXPECT_EQ(cu.EventDestroy(e), CUDA_SUCCESS);
-  EXPECT_EQ(cu.StreamDestroy(origin), CUDA_SUCCESS);
-}
+// The driver's own rule is not run here with raw calls: on an H200 (driver 580.159), raw
+// cuStreamDestroy of a capturing fork followed by cuStreamEndCapture of its origin crashed
+// the test process (a segmentation fault inside the driver). That crash is what the two
+// tests above keep cudakit away from: a destroyed member's handle is never used again.
 
 // Two threads begin a capture on one stream, again and again, while a third uses a buffer
 // last written on that stream from its own stream (it waits for the stream's work before
