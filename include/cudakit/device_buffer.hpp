@@ -90,6 +90,11 @@ class DeviceBuffer {
   DeviceBuffer(StreamRef stream, std::size_t count, Zeroed, Allocator allocator = Allocator::pool)
       : allocation_(detail::allocate_device_memory(stream, bytes_for(count), true, allocator)), count_(count) {}
 
+  /// Internal: `count` elements over memory allocated elsewhere (a shareable pool, an
+  /// import from another process), released as `allocation` says.
+  DeviceBuffer(detail::Ref<detail::Allocation> allocation, std::size_t count) noexcept
+      : allocation_(std::move(allocation)), count_(count) {}
+
   /// Takes `other`'s memory; `other` is then moved-from: its uses throw EmptyHandle.
   DeviceBuffer(DeviceBuffer&& other) noexcept
       : allocation_(std::move(other.allocation_)), count_(std::exchange(other.count_, 0)),

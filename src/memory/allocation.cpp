@@ -1,5 +1,6 @@
 // Cross-stream ordering of allocations (DESIGN 5) and their stream-ordered frees.
 #include <algorithm>
+#include <memory>
 #include <new>
 #include <optional>
 #include <sstream>
@@ -156,7 +157,16 @@ Ref<Allocation> Allocation::create(CUdeviceptr pointer, std::size_t bytes, int d
   return a;
 }
 
+Ref<Allocation> Allocation::create_external(CUdeviceptr pointer, std::size_t bytes, int device,
+                                            ExternalRelease* release, StreamRef stream) {
+  std::unique_ptr<ExternalRelease> owned(release);
+  Ref<Allocation> a = create(pointer, bytes, device, AllocationKind::external, stream);
+  a->external_ = owned.release();
+  return a;
+}
+
 Allocation::~Allocation() {
+  delete external_;
   if (StreamState* o = owner_.load(std::memory_order_relaxed)) tracker_release(o);
 }
 
@@ -311,7 +321,12 @@ struct FreeStream {
   CUstream handle = nullptr;
 };
 
-FreeStream choose_free_stream(const Users& users, AllocationKind kind, int device) {
+// Whether the release is stream-ordered: a pool free, or an external release that is.
+bool stream_ordered(AllocationKind kind, const ExternalRelease* external) {
+  return kind == AllocationKind::pool || (external != nullptr && external->stream_ordered());
+}
+
+FreeStream choose_free_stream(const Users& users, bool ordered_release, int device) {
   FreeStream on;
   users.each([&](StreamState* u) {
     if (on.user != nullptr) return;
@@ -326,7 +341,7 @@ FreeStream choose_free_stream(const Users& users, AllocationKind kind, int devic
   // other streams' work is waited for on it. Memory no live stream used (a pinned buffer
   // never copied) is freed without one: creating it could fail and leave the memory
   // unfreed.
-  bool need_stream = kind == AllocationKind::pool;
+  bool need_stream = ordered_release;
   users.each([&](StreamState* u) { need_stream = need_stream || alive(u); });
   if (!need_stream) return on;
   try {
@@ -356,7 +371,7 @@ bool context_finished_its_work(int device) noexcept {
 // error, DESIGN 7) nothing runs any more and the memory is released all the same
 // ("release what they can"), while on a live one work may still use it, so it is kept
 // unless the whole context finished its work: a leak rather than a use after free.
-bool order_after_every_user(const Users& users, const FreeStream& on, AllocationKind kind, int device,
+bool order_after_every_user(const Users& users, const FreeStream& on, bool ordered_release, int device,
                             const Resource& res, const char* origin) {
   try {
     bool waited = false;
@@ -367,7 +382,7 @@ bool order_after_every_user(const Users& users, const FreeStream& on, Allocation
     });
     // cuMemFree, cuMemFreeHost and cuMemHostUnregister are not stream-ordered: wait for
     // the streams that used the memory first (a copy may still read or write it).
-    if (kind != AllocationKind::pool && (on.user != nullptr || waited))
+    if (!ordered_release && (on.user != nullptr || waited))
       check(cu.StreamSynchronize(on.handle), cu.StreamSynchronize.name(), res);
     return true;
   } catch (const DriverError& e) {
@@ -383,9 +398,14 @@ bool order_after_every_user(const Users& users, const FreeStream& on, Allocation
 // The release itself, as the memory was obtained. A pool free is stream-ordered on
 // `stream`, null only on a dead context (no service stream could be made): the call is
 // tried all the same, and the driver refuses it with the sticky error.
-void free_by_kind(AllocationKind kind, CUdeviceptr pointer, CUstream stream, int device, const Resource& res) {
+void free_by_kind(AllocationKind kind, ExternalRelease* external, CUdeviceptr pointer, CUstream stream, int device,
+                  const Resource& res) {
   if (kind == AllocationKind::pool) {
     check(cu.MemFreeAsync(pointer, stream), cu.MemFreeAsync.name(), res);
+    return;
+  }
+  if (kind == AllocationKind::external) {
+    external->release(external->stream_ordered() ? stream : nullptr);
     return;
   }
   try {
@@ -398,7 +418,8 @@ void free_by_kind(AllocationKind kind, CUdeviceptr pointer, CUstream stream, int
     case AllocationKind::plain: check(cu.MemFree(pointer), cu.MemFree.name(), res); break;
     case AllocationKind::pinned_host: check(cu.MemFreeHost(host), cu.MemFreeHost.name(), res); break;
     case AllocationKind::registered_host: check(cu.MemHostUnregister(host), cu.MemHostUnregister.name(), res); break;
-    case AllocationKind::pool: break;
+    case AllocationKind::pool:
+    case AllocationKind::external: break;
   }
 }
 
@@ -422,8 +443,10 @@ void Allocation::destroy() noexcept {
   try {
     // Page-locked ranges leave the registry first, so no new copy treats them as pinned.
     if (host) unregister_host_range(reinterpret_cast<const void*>(pointer));
-    FreeStream on = choose_free_stream(users, kind, device);
-    if (order_after_every_user(users, on, kind, device, res, origin)) free_by_kind(kind, pointer, on.handle, device, res);
+    const bool ordered = stream_ordered(kind, external_);
+    FreeStream on = choose_free_stream(users, ordered, device);
+    if (order_after_every_user(users, on, ordered, device, res, origin))
+      free_by_kind(kind, external_, pointer, on.handle, device, res);
   } catch (const DriverError& e) {
     park_error({e.code(), origin, e.what()});
   } catch (const std::exception& e) {

@@ -32,6 +32,20 @@ enum class AllocationKind : std::uint8_t {
   plain,  // cuMemAlloc, freed with cuMemFree (after the streams that used it finish)
   pinned_host,      // cuMemHostAlloc, freed with cuMemFreeHost (after the streams that used it finish)
   registered_host,  // cuMemHostRegister of user memory, undone with cuMemHostUnregister (likewise)
+  external,         // memory another owner releases (ExternalRelease): shared between processes
+};
+
+/// How an allocation of kind `external` is given back: memory of a shareable pool, or
+/// memory imported from another process (ipc_share.hpp). Owned by its allocation, and
+/// called once, after every stream that used the memory.
+struct CUDAKIT_API ExternalRelease {
+  virtual ~ExternalRelease() = default;
+  /// Whether release() is stream-ordered (it is then called on a stream ordered after
+  /// every user; otherwise after those streams finished their work).
+  virtual bool stream_ordered() const noexcept = 0;
+  /// Gives the memory back; `stream` is null when the release is not stream-ordered.
+  /// Throws DriverError when the driver fails (the allocation parks it).
+  virtual void release(CUstream stream) = 0;
 };
 
 struct Allocation;
@@ -73,6 +87,12 @@ struct CUDAKIT_API Allocation {
   /// holds its first reference.
   static Ref<Allocation> create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind,
                                 StreamRef stream);
+  /// Creates an allocation of kind `external`, released by `release` (which it owns from
+  /// now on, even when this throws).
+  static Ref<Allocation> create_external(CUdeviceptr pointer, std::size_t bytes, int device, ExternalRelease* release,
+                                         StreamRef stream);
+  /// The release of an `external` allocation (null for the other kinds).
+  ExternalRelease* external_release() const noexcept { return external_; }
 
   /// For tests and diagnostics: whether the allocation is tracked across streams now.
   bool is_shared_across_streams() const;
@@ -94,6 +114,7 @@ struct CUDAKIT_API Allocation {
   void destroy() noexcept;
 
   std::atomic<std::int32_t> refs_{1};
+  ExternalRelease* external_ = nullptr;  // owned; kind `external` only
 
   // Single-stream mode: the one stream that used the allocation (and wrote it last). It
   // holds a tracker slot (tracker_retain), released by hand: an atomic, read without the

@@ -115,7 +115,9 @@ Driver::Driver() {
 Driver::~Driver() {
   if (g_current == this) g_current = nullptr;
   g_sticky = CUDA_SUCCESS;
-  for (auto& [base, a] : allocations) ::operator delete(reinterpret_cast<void*>(base), std::align_val_t(256));
+  forget_ipc_state();
+  for (auto& [base, a] : allocations)
+    if (!a.shared_mapping) ::operator delete(reinterpret_cast<void*>(base), std::align_val_t(256));
 }
 
 Driver& Driver::current() {
@@ -131,6 +133,7 @@ void Driver::install() {
   register_memory(*this);
   register_modules(*this);
   register_graphs(*this);
+  register_ipc(*this);
   void* table[driver::entry_count];
   for (std::size_t i = 0; i < driver::entry_count; ++i) table[i] = wrappers[i];
   for (EntryId id : missing) table[static_cast<std::size_t>(id)] = nullptr;

@@ -84,6 +84,7 @@ struct Allocation {
   bool pinned_host = false;  // cuMemHostAlloc
   bool async = false;        // from cuMemAllocAsync
   unsigned host_flags = 0;   // cuMemHostAlloc's flags
+  bool shared_mapping = false;  // an mmap of memory shared between processes (fake_ipc.cpp), unmapped there
 };
 
 // Memory-area state (fake_memory.cpp).
@@ -245,6 +246,11 @@ void register_core(Driver& d);
 void register_memory(Driver& d);
 void register_modules(Driver& d);
 void register_graphs(Driver& d);
+/// Sharing between processes (fake_ipc.cpp): shareable pools, virtual memory, IPC events.
+/// Registered last: it wraps some of the memory and event entries of the other areas.
+void register_ipc(Driver& d);
+/// Releases what the IPC area still holds (shared mappings, files) when a fake goes.
+void forget_ipc_state();
 
 /// A fake context handle for device `d` (stable).
 CUcontext context_of(int device);
