@@ -55,8 +55,16 @@ struct MappedMemory final : detail::ExternalRelease {
         first_call = call;
       }
     };
-    if (std::exchange(mapped, false)) attempt(cu.MemUnmap(pointer, bytes), cu.MemUnmap.name());
-    if (CUdeviceptr p = std::exchange(pointer, 0); p != 0) attempt(cu.MemAddressFree(p, bytes), cu.MemAddressFree.name());
+    // A range still mapped cannot be freed: after a failed unmap it is kept (a leak the
+    // parked error reports), while the handle is still released.
+    bool still_mapped = false;
+    if (std::exchange(mapped, false)) {
+      const CUresult r = cu.MemUnmap(pointer, bytes);
+      attempt(r, cu.MemUnmap.name());
+      still_mapped = r != CUDA_SUCCESS;
+    }
+    if (CUdeviceptr p = std::exchange(pointer, 0); p != 0 && !still_mapped)
+      attempt(cu.MemAddressFree(p, bytes), cu.MemAddressFree.name());
     if (std::exchange(has_handle, false)) attempt(cu.MemRelease(handle), cu.MemRelease.name());
     if (first != CUDA_SUCCESS) check(first, first_call, res);
   }
@@ -112,6 +120,7 @@ const MappedMemory& mapped_memory_of(const detail::Allocation* allocation) {
 }  // namespace
 
 std::size_t shareable_granularity(Device device) {
+  check_not_poisoned(cu.MemGetAllocationGranularity.name(), Resource::of_device(device.ordinal()));
   require_vmm_sharing(device);
   CUmemAllocationProp prop = shareable_props(device.ordinal());
   std::size_t granularity = 0;
@@ -189,13 +198,13 @@ Ref<Allocation> import_shareable_bytes(StreamRef stream, const IpcMessage& messa
     throw IpcError(IpcFailure::wrong_size, std::string(what) + " refused: the descriptor shares " +
                                                std::to_string(desc.bytes) + " bytes, not " + std::to_string(count) +
                                                " elements of " + std::to_string(element_bytes) + " bytes");
+  check_not_poisoned(call, Resource::of_device(d));
   const std::size_t granularity = shareable_granularity(device);
   if (desc.allocation_bytes % granularity != 0)
     throw IpcError(IpcFailure::wrong_size, std::string(what) + " refused: an allocation of " +
                                                std::to_string(desc.allocation_bytes) +
                                                " bytes is not a multiple of the granularity (" +
                                                std::to_string(granularity) + ")");
-  check_not_poisoned(call, Resource::of_device(d));
   ContextRef(library_context(d), d).make_current();
   auto* memory = new MappedMemory;
   memory->device = d;

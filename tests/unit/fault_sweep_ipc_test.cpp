@@ -43,9 +43,10 @@ DeviceBuffer<float>& shareable_buffer(Scene& s) {
 
 const bool ipc_ops = sweep::add("sharing between processes", {
     {"ShareablePool create and destroy", [](Scene& s) { ShareablePool p(s.device()); }},
+    // Out of memory: the pool is trimmed and the allocation tried again (memory_pool.hpp).
     {"ShareablePool allocate and free", [](Scene& s) {
        DeviceBuffer<float> b = pool(s).allocate<float>(s.stream(), n, zeroed);
-     }},
+     }, {driver::EntryId::MemAllocFromPoolAsync}},
     {"ShareablePool file and descriptors", [](Scene& s) {
        ShareablePool& p = pool(s);
        FileDescriptor f = p.file();
