@@ -66,6 +66,7 @@ IpcDescriptor shareable_descriptor(const DeviceBuffer<T>& buffer) {
   buffer.require_not_moved_from();
   return detail::shareable_descriptor(buffer.allocation());
 }
+/// A new file descriptor of `buffer`'s shareable handle (see shareable_descriptor).
 template <class T>
 FileDescriptor shareable_file(const DeviceBuffer<T>& buffer) {
   buffer.require_not_moved_from();

@@ -71,6 +71,7 @@ class CUDAKIT_API ShareablePool {
   DeviceBuffer<T> allocate(StreamRef stream, std::size_t count, Uninitialized) const {
     return DeviceBuffer<T>(allocate_bytes(stream, bytes_for<T>(count), false), count);
   }
+  /// The same, zero-filled on `stream`.
   template <class T>
   DeviceBuffer<T> allocate(StreamRef stream, std::size_t count, Zeroed) const {
     return DeviceBuffer<T>(allocate_bytes(stream, bytes_for<T>(count), true), count);
