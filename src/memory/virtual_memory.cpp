@@ -123,10 +123,12 @@ CUmemGenericAllocationHandle map_new_chunk(int device, CUdeviceptr address, std:
   return handle;
 }
 
+CUresult release_chunk(CUmemGenericAllocationHandle handle) noexcept { return cu.MemRelease(handle); }
+
 TeardownResult unmap_and_release(CUdeviceptr address, std::size_t bytes, CUmemGenericAllocationHandle handle) noexcept {
   TeardownResult result;
   if (CUresult r = cu.MemUnmap(address, bytes); r != CUDA_SUCCESS) result = {r, cu.MemUnmap.name()};
-  if (CUresult r = cu.MemRelease(handle); r != CUDA_SUCCESS && result.code == CUDA_SUCCESS)
+  if (CUresult r = release_chunk(handle); r != CUDA_SUCCESS && result.code == CUDA_SUCCESS)
     result = {r, cu.MemRelease.name()};
   return result;
 }
