@@ -18,11 +18,12 @@ using driver::cu;
 
 namespace {
 
+// The driver names a device location by its CUdevice handle.
 CUmemAllocationProp shareable_props(int device) {
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = device;
+  prop.location.id = Device::get(device).handle();
   prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   return prop;
 }
@@ -84,7 +85,7 @@ struct MappedMemory final : detail::ExternalRelease {
     mapped = true;
     CUmemAccessDesc access{};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = device;
+    access.location.id = Device::get(device).handle();
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     checked_call(cu.MemSetAccess, range_resource(pointer, device), pointer, bytes, &access, std::size_t{1});
   }
