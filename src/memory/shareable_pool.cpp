@@ -129,7 +129,7 @@ ShareablePool::ShareablePool(Device device, std::uint64_t release_threshold) {
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  props.location.id = d;
+  props.location.id = device.handle();  // the driver names a device location by its handle
   auto state = std::make_shared<detail::SharedPoolState>();
   state->device = d;
   state->device_uuid = device.uuid();

@@ -20,6 +20,7 @@
 #include "cudakit/cudakit.hpp"
 #include "cudakit/ipc_channel.hpp"
 #include "cudakit/ipc_descriptor.hpp"
+#include "cudakit/shareable_memory.hpp"
 #include "cudakit/shareable_pool.hpp"
 #include "cudakit/shared_event.hpp"
 #include "fake_fixture.hpp"
@@ -522,6 +523,42 @@ TEST_F(IpcFakeTest, AnImportKeepsItsPoolAndIsReleasedAfterItsUsers) {
   EXPECT_THROW((void)moved.span(), EmptyHandle);
   EXPECT_EQ(moved.size(), 0u);
   s.stream.synchronize();
+}
+
+TEST_F(IpcFakeTest, VirtualMemoryIsSharedAndAnAllocationThatClaimsTooMuchIsRefused) {
+  NoLeakedFiles no_leak;
+  Device device = Device::get(0);
+  Stream stream(device);
+  const std::vector<float> data = random_floats(n, 11);
+  DeviceBuffer<float> weights = allocate_shareable<float>(stream, n, zeroed);
+  copy(stream, data, weights);
+  const std::size_t granularity = shareable_granularity(device);
+  const IpcDescriptor good = shareable_descriptor(weights);
+  EXPECT_EQ(good.bytes, n * sizeof(float));
+  EXPECT_EQ(good.allocation_bytes, granularity) << "rounded up to the granularity";
+  auto message = [&](const IpcDescriptor& d) { return IpcMessage{d, shareable_file(weights)}; };
+  {
+    ImportedBuffer<float> view = import_shareable<float>(stream, message(good), n);
+    EXPECT_EQ(download(stream, view.span()), data);
+  }
+  IpcDescriptor larger = good;
+  larger.allocation_bytes = 2 * granularity;
+  EXPECT_NE(ipc_message_of([&] { import_shareable<float>(stream, message(larger), n); }).find("smaller"),
+            std::string::npos);
+  IpcDescriptor odd = good;
+  odd.allocation_bytes = granularity + 4096;
+  EXPECT_NE(ipc_message_of([&] { import_shareable<float>(stream, message(odd), n); }).find("granularity"),
+            std::string::npos);
+  EXPECT_EQ(failure_of([&] { import_shareable<float>(stream, message(good), n - 1); }), IpcFailure::wrong_size);
+  IpcDescriptor elsewhere = good;
+  elsewhere.device_uuid[0] ^= 1;
+  EXPECT_EQ(failure_of([&] { import_shareable<float>(stream, message(elsewhere), n); }), IpcFailure::wrong_device);
+  // A file that is not the driver's shareable handle.
+  IpcMessage bogus{good, FileDescriptor(::memfd_create("not-a-handle", MFD_CLOEXEC))};
+  EXPECT_EQ(failure_of([&] { import_shareable<float>(stream, bogus, n); }), IpcFailure::stale);
+  DeviceBuffer<float> plain(stream, n, zeroed);
+  EXPECT_THROW(shareable_descriptor(plain), InvalidArgument);
+  stream.synchronize();
 }
 
 TEST_F(IpcFakeTest, OnlyAShareablePoolsOwnBuffersAreShared) {
