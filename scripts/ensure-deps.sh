@@ -8,7 +8,8 @@
 #   g++ 12 or clang 14 (the compiler CMake will use: $CXX, else c++/g++)
 #   the CUDA toolkit 12.x or 13.0 (cuda.h and nvcc) at /usr/local/cuda or $CUDAToolkit_ROOT
 #   GoogleTest, CLI11 and nlohmann/json (the distribution's packages)
-#   OpenSSL 3: libssl-dev to build, libssl3 (libcrypto.so.3) at run time for the TCP rendezvous
+#   OpenSSL 3: libssl3 (libcrypto.so.3) at run time for the TCP rendezvous; libssl-dev for
+#   make test's check of cudakit's declarations of it (the build itself needs no header)
 #   clang 14 or newer with libFuzzer, for make test's fuzz targets (tests/fuzz)
 #   at run time only: an NVIDIA driver for CUDA 12.0 or newer (525.60.13 or newer)
 #
@@ -42,7 +43,7 @@ fi
 [ -f /usr/include/CLI/CLI.hpp ] || [ -f .deps/include/CLI/CLI.hpp ] || missing+=(libcli11-dev)
 [ -f /usr/include/nlohmann/json.hpp ] || [ -f .deps/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
 # The TCP rendezvous authenticates its ranks with OpenSSL's libcrypto, opened at run time
-# (libssl3); its headers give the build the functions' signatures (libssl-dev).
+# (libssl3); its headers (libssl-dev) let make test check cudakit's declarations of it.
 [ -f /usr/include/openssl/evp.h ] || missing+=(libssl-dev)
 if command -v ldconfig >/dev/null && ! ldconfig -p 2>/dev/null | grep -q 'libcrypto\.so\.3 '; then missing+=(libssl3); fi
 # make test runs libFuzzer targets built with clang (tests/fuzz).

@@ -37,13 +37,24 @@ void remove_node(CUgraphNode node, const Resource& res) {
   if (d != CUDA_SUCCESS) park_driver_error(d, cu.GraphDestroyNode.name(), res, "add_kernel");
 }
 
+// Raises the failure `r` of `call`, removing the node on the way out. The failure is
+// raised first, so that a sticky one poisons the device with itself, not with the
+// removal's echo of it.
+void fail_and_remove_node(CUresult r, const char* call, CUgraphNode node, const Resource& res) {
+  try {
+    check(r, call, res);
+  } catch (...) {
+    remove_node(node, res);
+    throw;
+  }
+}
+
 void set_kernel_node_attributes(CUgraphNode node, const detail::DriverLaunchConfig& launch, const Resource& res) {
   for (const CUlaunchAttribute& a : launch.attributes()) {
     if (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) continue;
     CUresult r = cu.GraphKernelNodeSetAttribute(node, a.id, &a.value);
     if (r == CUDA_SUCCESS) continue;
-    remove_node(node, res);
-    check(r, cu.GraphKernelNodeSetAttribute.name(), res);
+    fail_and_remove_node(r, cu.GraphKernelNodeSetAttribute.name(), node, res);
   }
 }
 
@@ -78,8 +89,7 @@ void add_programmatic_edges(CUgraph graph, CUgraphNode node, const std::vector<C
   std::vector<CUgraphEdgeData> edges(from.size(), edge);
   CUresult r = cu.GraphAddDependencies(graph, from.data(), to.data(), edges.data(), from.size());
   if (r == CUDA_SUCCESS) return;
-  remove_node(node, res);
-  check(r, cu.GraphAddDependencies.name(), res);
+  fail_and_remove_node(r, cu.GraphAddDependencies.name(), node, res);
 }
 
 CUcontext context_of(int device) {

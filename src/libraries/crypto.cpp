@@ -1,10 +1,6 @@
 // The libcrypto loader and the primitives of crypto.hpp.
 #include "libraries/crypto.hpp"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
-
 #include <cstdlib>
 #include <memory>
 #include <string_view>
@@ -12,17 +8,18 @@
 
 #include "cudakit/nccl_error.hpp"
 #include "driver/loaded_library.hpp"
+#include "libraries/crypto_declarations.hpp"
 
 namespace cudakit::detail::crypto {
 
 namespace {
 
-// The entries used, typed from OpenSSL's own declarations.
+// The entries used, typed as OpenSSL declares them (crypto_declarations.hpp).
 struct Api {
   std::string path;
-  decltype(&EVP_Q_mac) q_mac = nullptr;
-  decltype(&RAND_bytes) rand_bytes = nullptr;
-  decltype(&CRYPTO_memcmp) memcmp = nullptr;
+  EvpQuickMac q_mac = nullptr;
+  RandomBytes rand_bytes = nullptr;
+  ConstantTimeCompare memcmp = nullptr;
 };
 
 std::unique_ptr<Api> load() {

@@ -12,6 +12,10 @@
 #include "cudakit/detail/kernel_binding.hpp"
 #include "cudakit/graph_exec.hpp"
 #include "cudakit/growable_buffer.hpp"
+#include "cudakit/launch.hpp"
+#include "cudakit/managed_buffer.hpp"
+#include "cudakit/module.hpp"
+#include "fake_kernels.hpp"
 #include "graph_fixture.hpp"
 #include "memory_fixture.hpp"
 
@@ -166,6 +170,29 @@ TEST_F(GrowableBufferTest, ADeviceWithoutVirtualMemoryManagementIsRefusedWithFea
   auto e = message_of<FeatureUnavailable>([&] { GrowableBuffer<float> b(dev(), 10); });
   EXPECT_NE(e.find("virtual memory management"), std::string::npos) << e;
   EXPECT_EQ(reservations(), 0u);
+}
+
+// Typed launches take growable and managed buffers like DeviceBuffers: the constness of
+// each parameter decides the access, and a use on a second stream is ordered (the fake's
+// ordering model fails the test on an unordered pair).
+TEST_F(GrowableBufferTest, TypedLaunchesReadAndWriteGrowableAndManagedBuffersAcrossStreams) {
+  Module module = Module::load(dev(), fake::cubin_image(testing::standard_image()));
+  auto saxpy = module.kernel<testing::SaxpySig>("saxpy");
+  Stream s1(dev()), s2(dev());
+  const int n = static_cast<int>(floats_per_chunk + 100);  // across two chunks
+  GrowableBuffer<float> x(dev(), 4 * floats_per_chunk);
+  x.resize(floats_per_chunk);
+  x.resize(static_cast<std::size_t>(n));
+  ManagedBuffer<float> y(s1, static_cast<std::size_t>(n), uninitialized);
+  auto xs = random_floats(static_cast<std::size_t>(n), 5), ys = random_floats(static_cast<std::size_t>(n), 6);
+  copy(s1, xs, x);
+  copy(s1, ys, y);
+  int waits = fake().calls(EntryId::StreamWaitEvent);
+  launch(s2, saxpy, LaunchConfig{1, 1}, 2.0f, x, y, n);  // x read, y written, on another stream
+  EXPECT_GT(fake().calls(EntryId::StreamWaitEvent), waits);
+  auto out = download(s1, y);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], 2.0f * xs[i] + ys[i]) << i;
+  module = Module();
 }
 
 class GrowableBufferGraphTest : public testing::GraphTestBase {};

@@ -1,7 +1,7 @@
 // Benchmarks of growable (virtual-memory) buffers and batched copies, beside the raw
 // driver in the same run.
 //
-// "virtual memory" group:
+// "virtual-memory" group:
 //   - growing to 1 GiB in 64 MiB steps (16 steps, then the memory given back): a
 //     GrowableBuffer against allocating a bigger buffer, copying the old one into it and
 //     freeing the old one at each step, raw (cuMemAllocAsync, cuMemcpyDtoDAsync,
@@ -11,7 +11,7 @@
 //   - kernel bandwidth over a grown buffer: a streaming kernel (read + write counted)
 //     over 256 MiB grown in 64 MiB chunks against the same kernel over DeviceBuffers.
 //     Target: at least 0.99x.
-// "batched copies" group: 1,000 copies of 4 KiB, H2D, D2H and D2D (page-locked host
+// "batched-copies" group: 1,000 copies of 4 KiB, H2D, D2H and D2D (page-locked host
 // memory), GPU time from the first submission to the last copy's end: a CopyBatch
 // (filled and submitted each time) against a loop of single cudakit copies (target: at
 // least 3x faster, ratio at most 0.333) and against a loop of raw cuMemcpy*Async calls
@@ -146,11 +146,11 @@ std::vector<Result> grow_to_1_gib(const Context& c) {
   auto against_raw_vmm = time_host(plan, growable, [&](int ops) {
     for (int i = 0; i < ops; ++i) raw_virtual_growth(device, g);
   });
-  return {cost_result("grow to 1 GiB in 64 MiB steps: GrowableBuffer vs raw allocate+copy+free", "virtual memory",
+  return {cost_result("grow to 1 GiB in 64 MiB steps: GrowableBuffer vs raw allocate+copy+free", "virtual-memory",
                       against_raw, 0.1),
           cost_result("grow to 1 GiB in 64 MiB steps: GrowableBuffer vs DeviceBuffer allocate+copy+free",
-                      "virtual memory", against_cudakit, 0.1),
-          cost_result("grow to 1 GiB in 64 MiB steps: GrowableBuffer vs raw cuMemCreate+cuMemMap", "virtual memory",
+                      "virtual-memory", against_cudakit, 0.1),
+          cost_result("grow to 1 GiB in 64 MiB steps: GrowableBuffer vs raw cuMemCreate+cuMemMap", "virtual-memory",
                       against_raw_vmm, 0.0)};
 }
 
@@ -183,7 +183,7 @@ std::vector<Result> grown_buffer_bandwidth(const Context& c) {
         for (int i = 0; i < ops; ++i) launch(stream, kernel, config, din, dout, 2.0f, 1.0f, n);
       });
   stream.synchronize();
-  return {bandwidth_result("kernel over a grown buffer (256 MiB in 64 MiB chunks) vs DeviceBuffer", "virtual memory",
+  return {bandwidth_result("kernel over a grown buffer (256 MiB in 64 MiB chunks) vs DeviceBuffer", "virtual-memory",
                            samples, 2.0 * static_cast<double>(bytes), 0.99)};
 }
 
@@ -257,23 +257,23 @@ std::vector<Result> batched_copies(const Context& c, Direction direction) {
   const std::string what = direction == Direction::h2d ? "H2D" : direction == Direction::d2h ? "D2H" : "D2D";
   const std::string path = CopyBatch::driver_batches() ? "cuMemcpyBatchAsync" : "one cuMemcpyAsync per copy";
   return {cost_result("1000 copies of 4 KiB " + what + ": CopyBatch (" + path + ") vs a loop of cudakit copies",
-                      "batched copies", vs_cudakit, 1.0 / 3.0),
-          cost_result("1000 copies of 4 KiB " + what + ": CopyBatch vs a raw loop", "batched copies", vs_raw, 1.0),
-          cost_result("1000 copies of 4 KiB " + what + ": CopyBatch (copy kernel) vs a raw loop", "batched copies",
+                      "batched-copies", vs_cudakit, 1.0 / 3.0),
+          cost_result("1000 copies of 4 KiB " + what + ": CopyBatch vs a raw loop", "batched-copies", vs_raw, 1.0),
+          cost_result("1000 copies of 4 KiB " + what + ": CopyBatch (copy kernel) vs a raw loop", "batched-copies",
                       kernel_vs_raw, 0.0),
           cost_result("1000 copies of 4 KiB " + what + ": CopyBatch (copy kernel) vs a loop of cudakit copies",
-                      "batched copies", kernel_vs_cudakit, 0.0)};
+                      "batched-copies", kernel_vs_cudakit, 0.0)};
 }
 
 std::vector<Result> batched_h2d(const Context& c) { return batched_copies(c, Direction::h2d); }
 std::vector<Result> batched_d2h(const Context& c) { return batched_copies(c, Direction::d2h); }
 std::vector<Result> batched_d2d(const Context& c) { return batched_copies(c, Direction::d2d); }
 
-CUDAKIT_BENCHMARK("grow to 1 GiB in 64 MiB steps", "virtual memory", QuickRun::skip, grow_to_1_gib);
-CUDAKIT_BENCHMARK("kernel bandwidth over a grown buffer", "virtual memory", QuickRun::skip, grown_buffer_bandwidth);
-CUDAKIT_BENCHMARK("batched copies H2D", "batched copies", QuickRun::skip, batched_h2d);
-CUDAKIT_BENCHMARK("batched copies D2H", "batched copies", QuickRun::skip, batched_d2h);
-CUDAKIT_BENCHMARK("batched copies D2D", "batched copies", QuickRun::skip, batched_d2d);
+CUDAKIT_BENCHMARK("grow to 1 GiB in 64 MiB steps", "virtual-memory", QuickRun::skip, grow_to_1_gib);
+CUDAKIT_BENCHMARK("kernel bandwidth over a grown buffer", "virtual-memory", QuickRun::skip, grown_buffer_bandwidth);
+CUDAKIT_BENCHMARK("batched copies H2D", "batched-copies", QuickRun::skip, batched_h2d);
+CUDAKIT_BENCHMARK("batched copies D2H", "batched-copies", QuickRun::skip, batched_d2h);
+CUDAKIT_BENCHMARK("batched copies D2D", "batched-copies", QuickRun::skip, batched_d2d);
 
 }  // namespace
 }  // namespace cudakit::tool::bench

@@ -390,13 +390,17 @@ CUresult EventQuery(CUevent e) {
 }
 
 CUresult EventSynchronize(CUevent e) {
-  // The driver refuses it on a thread whose own capture is not relaxed, and invalidates
-  // that capture (seen on an H200: CaptureLifetimeGpuTest).
+  {
+    std::lock_guard l(D().mutex);
+    if (!D().event(e)) return CUDA_ERROR_INVALID_HANDLE;
+    if (CUresult r = refuse_captured_event(e)) return r;
+  }
+  // Then the driver refuses it on a thread whose own capture is not relaxed, and
+  // invalidates that capture (seen on an H200: CaptureLifetimeGpuTest).
   if (CUresult r = unsafe_call("cuEventSynchronize")) return r;
   std::lock_guard l(D().mutex);
   FakeEvent* ev = D().event(e);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult r = refuse_captured_event(e)) return r;
   D().host_waits(ev->snapshot);
   return CUDA_SUCCESS;
 }
