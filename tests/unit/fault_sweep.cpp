@@ -641,8 +641,6 @@ bool is_release(EntryId e) {
     case EntryId::GraphExecDestroy:
     case EntryId::MemPoolDestroy:
     case EntryId::MemUnmap:
-    case EntryId::MemAddressFree:
-    case EntryId::MemRelease:
       return true;
     default:
       return false;
