@@ -43,9 +43,14 @@ struct PoolMemoryRelease final : ExternalRelease {
   PoolMemoryRelease(std::shared_ptr<SharedPoolState> pool, CUdeviceptr pointer)
       : pool(std::move(pool)), pointer(pointer) {}
   bool stream_ordered() const noexcept override { return true; }
+  // `stream` is null only on a dead context (no stream could be made): then, as for the
+  // default pool's memory, cuMemFree, which needs no stream (never stream handle 0: DESIGN 1).
   void release(CUstream stream) override {
-    check(cu.MemFreeAsync(pointer, stream), cu.MemFreeAsync.name(),
-          Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), pool->device));
+    const Resource res = Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), pool->device);
+    if (stream == nullptr)
+      check(cu.MemFree(pointer), cu.MemFree.name(), res);
+    else
+      check(cu.MemFreeAsync(pointer, stream), cu.MemFreeAsync.name(), res);
   }
   std::shared_ptr<SharedPoolState> pool;
   CUdeviceptr pointer;
