@@ -54,15 +54,15 @@ struct MappedMemory final : detail::ExternalRelease {
     };
     // A range still mapped cannot be freed: after a failed unmap it is kept (a leak the
     // parked error reports), while the handle is still released.
-    bool still_mapped = false;
     if (std::exchange(mapped, false)) {
       has_handle = false;
       const detail::vmm::TeardownResult t = detail::vmm::unmap_and_release(pointer, bytes, handle);
       attempt(t.code, t.call);
-      still_mapped = t.call == cu.MemUnmap.name();
     }
     if (std::exchange(has_handle, false)) attempt(detail::vmm::release_chunk(handle), cu.MemRelease.name());
-    if (CUdeviceptr p = std::exchange(pointer, 0); p != 0 && !still_mapped)
+    // After a failed unmap the range is still tried, as a growable buffer's is: the driver
+    // refuses it while mapped, and that refusal is the failed release the leak reports.
+    if (CUdeviceptr p = std::exchange(pointer, 0); p != 0)
       attempt(detail::vmm::free_reservation(p, bytes), cu.MemAddressFree.name());
     if (first != CUDA_SUCCESS) check(first, first_call, res);
   }

@@ -640,7 +640,6 @@ bool is_release(EntryId e) {
     case EntryId::GraphDestroy:
     case EntryId::GraphExecDestroy:
     case EntryId::MemPoolDestroy:
-    case EntryId::MemUnmap:
       return true;
     default:
       return false;
