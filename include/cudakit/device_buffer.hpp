@@ -107,6 +107,10 @@ class DeviceBuffer {
   /// The same, zero-filled on `stream`.
   DeviceBuffer(StreamRef stream, std::size_t count, Zeroed, const MemoryResource& resource)
       : allocation_(detail::allocate_from_resource(stream, bytes_for(count), true, resource)), count_(count) {}
+  /// Internal: `count` elements over memory allocated elsewhere (a shareable pool, an
+  /// import from another process), released as `allocation` says.
+  DeviceBuffer(detail::Ref<detail::Allocation> allocation, std::size_t count) noexcept
+      : allocation_(std::move(allocation)), count_(count) {}
 
   /// Takes `other`'s memory; `other` is then moved-from: its uses throw EmptyHandle.
   DeviceBuffer(DeviceBuffer&& other) noexcept

@@ -108,6 +108,7 @@ enum class ErrorKind : std::uint8_t {
   nccl_timeout,          ///< nccl::NcclTimeout
   nccl_unavailable,      ///< nccl::NcclUnavailable
   bootstrap,             ///< nccl::BootstrapError
+  ipc,                   ///< IpcError (ipc_error.hpp)
 };
 
 /// "out_of_memory" for ErrorKind::out_of_memory: the enumerator's name.

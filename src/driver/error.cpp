@@ -128,6 +128,7 @@ const char* error_kind_name(ErrorKind kind) noexcept {
     case ErrorKind::nccl_timeout: return "nccl_timeout";
     case ErrorKind::nccl_unavailable: return "nccl_unavailable";
     case ErrorKind::bootstrap: return "bootstrap";
+    case ErrorKind::ipc: return "ipc";
   }
   return "unknown";
 }

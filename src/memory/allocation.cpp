@@ -166,7 +166,16 @@ Ref<Allocation> Allocation::create(CUdeviceptr pointer, std::size_t bytes, int d
   return a;
 }
 
+Ref<Allocation> Allocation::create_external(CUdeviceptr pointer, std::size_t bytes, int device,
+                                            ExternalRelease* release, StreamRef stream) {
+  std::unique_ptr<ExternalRelease> owned(release);
+  Ref<Allocation> a = create(pointer, bytes, device, AllocationKind::external, stream);
+  a->external_ = owned.release();
+  return a;
+}
+
 Allocation::~Allocation() {
+  delete external_;
   if (StreamState* o = owner_.load(std::memory_order_relaxed)) tracker_release(o);
 }
 
@@ -322,7 +331,14 @@ struct FreeStream {
   CUstream handle = nullptr;
 };
 
-FreeStream choose_free_stream(const Users& users, AllocationKind kind, int device) {
+// Whether the release is stream-ordered: a pool or resource free, or an external release
+// that says it is.
+bool releases_stream_ordered(const Allocation& a) {
+  if (a.kind == AllocationKind::external) return a.external_release()->stream_ordered();
+  return is_stream_ordered(a.kind);
+}
+
+FreeStream choose_free_stream(const Users& users, bool ordered_release, int device) {
   FreeStream on;
   users.each([&](StreamState* u) {
     if (on.user != nullptr) return;
@@ -337,7 +353,7 @@ FreeStream choose_free_stream(const Users& users, AllocationKind kind, int devic
   // other streams' work is waited for on it. Memory no live stream used (a pinned buffer
   // never copied) is freed without one: creating it could fail and leave the memory
   // unfreed.
-  bool need_stream = is_stream_ordered(kind);
+  bool need_stream = ordered_release;
   users.each([&](StreamState* u) { need_stream = need_stream || alive(u); });
   if (!need_stream) return on;
   try {
@@ -367,7 +383,7 @@ bool context_finished_its_work(int device) noexcept {
 // error, DESIGN 7) nothing runs any more and the memory is released all the same
 // ("release what they can"), while on a live one work may still use it, so it is kept
 // unless the whole context finished its work: a leak rather than a use after free.
-bool order_after_every_user(const Users& users, const FreeStream& on, AllocationKind kind, int device,
+bool order_after_every_user(const Users& users, const FreeStream& on, bool ordered_release, int device,
                             const Resource& res, const char* origin) {
   try {
     bool waited = false;
@@ -378,7 +394,7 @@ bool order_after_every_user(const Users& users, const FreeStream& on, Allocation
     });
     // cuMemFree, cuMemFreeHost and cuMemHostUnregister are not stream-ordered: wait for
     // the streams that used the memory first (a copy may still read or write it).
-    if (!is_stream_ordered(kind) && (on.user != nullptr || waited))
+    if (!ordered_release && (on.user != nullptr || waited))
       check(cu.StreamSynchronize(on.handle), cu.StreamSynchronize.name(), res);
     return true;
   } catch (const DriverError& e) {
@@ -395,13 +411,19 @@ bool order_after_every_user(const Users& users, const FreeStream& on, Allocation
 // `stream`, null only on a dead context (no service stream could be made): then it is
 // released with cuMemFree, which needs no stream (never stream handle 0: DESIGN 1); the
 // driver refuses it with the sticky error, and that error is what is reported.
-// A resource's memory goes back to the resource, stream-ordered likewise.
+// A resource's memory goes back to the resource, stream-ordered likewise; external memory
+// to its owner, on `stream` when its release is stream-ordered.
 void free_by_kind(const Allocation& a, CUstream stream, const Resource& res) {
   const AllocationKind kind = a.kind;
   const CUdeviceptr pointer = a.pointer;
   const int device = a.device;
   if (kind == AllocationKind::resource) {
     a.resource->deallocate_async(reinterpret_cast<void*>(pointer), a.bytes, default_alignment, StreamRef(stream, device));
+    return;
+  }
+  if (kind == AllocationKind::external) {
+    ExternalRelease* external = a.external_release();
+    external->release(external->stream_ordered() ? stream : nullptr);
     return;
   }
   if (kind == AllocationKind::pool) {
@@ -426,7 +448,8 @@ void free_by_kind(const Allocation& a, CUstream stream, const Resource& res) {
     case AllocationKind::registered_host: check(cu.MemHostUnregister(host), cu.MemHostUnregister.name(), res); break;
     case AllocationKind::pool:
     case AllocationKind::virtual_range:  // release_virtual_range
-    case AllocationKind::resource: break;
+    case AllocationKind::resource:
+    case AllocationKind::external: break;
   }
 }
 
@@ -450,8 +473,9 @@ void Allocation::destroy() noexcept {
   try {
     // Page-locked ranges leave the registry first, so no new copy treats them as pinned.
     if (host) unregister_host_range(reinterpret_cast<const void*>(pointer));
-    FreeStream on = choose_free_stream(users, kind, device);
-    if (order_after_every_user(users, on, kind, device, res, origin)) {
+    const bool ordered = releases_stream_ordered(*this);
+    FreeStream on = choose_free_stream(users, ordered, device);
+    if (order_after_every_user(users, on, ordered, device, res, origin)) {
       if (kind == AllocationKind::virtual_range) release_virtual_range(virtual_range, device);
       else free_by_kind(*this, on.handle, res);
     }

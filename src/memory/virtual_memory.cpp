@@ -20,10 +20,13 @@ Resource range_resource(CUdeviceptr address, int device) {
   return Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(address), device);
 }
 
+// The driver names a device location by its CUdevice handle, not by the ordinal.
+int location_of(int device) { return Device::get(device).handle(); }
+
 CUmemAccessDesc read_write_for(int device) {
   CUmemAccessDesc d{};
   d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  d.location.id = device;
+  d.location.id = location_of(device);
   d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   return d;
 }
@@ -38,7 +41,7 @@ CUmemAllocationProp chunk_properties(int device, CUmemAllocationHandleType share
   CUmemAllocationProp p{};
   p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  p.location.id = device;
+  p.location.id = location_of(device);
   p.requestedHandleTypes = shareable;
   return p;
 }
@@ -123,10 +126,12 @@ CUmemGenericAllocationHandle map_new_chunk(int device, CUdeviceptr address, std:
   return handle;
 }
 
+CUresult release_chunk(CUmemGenericAllocationHandle handle) noexcept { return cu.MemRelease(handle); }
+
 TeardownResult unmap_and_release(CUdeviceptr address, std::size_t bytes, CUmemGenericAllocationHandle handle) noexcept {
   TeardownResult result;
   if (CUresult r = cu.MemUnmap(address, bytes); r != CUDA_SUCCESS) result = {r, cu.MemUnmap.name()};
-  if (CUresult r = cu.MemRelease(handle); r != CUDA_SUCCESS && result.code == CUDA_SUCCESS)
+  if (CUresult r = release_chunk(handle); r != CUDA_SUCCESS && result.code == CUDA_SUCCESS)
     result = {r, cu.MemRelease.name()};
   return result;
 }

@@ -65,5 +65,7 @@ struct TeardownResult {
   const char* call = nullptr;  // the entry that failed, when one did
 };
 TeardownResult unmap_and_release(CUdeviceptr address, std::size_t bytes, CUmemGenericAllocationHandle handle) noexcept;
+/// Releases a chunk's handle (the driver keeps the memory until its last mapping goes).
+CUresult release_chunk(CUmemGenericAllocationHandle handle) noexcept;
 
 }  // namespace cudakit::detail::vmm

@@ -12,6 +12,7 @@
 #include "cudakit/device_buffer.hpp"
 #include "cudakit/error.hpp"
 #include "cudakit/event.hpp"
+#include "cudakit/ipc_error.hpp"
 #include "cudakit/module.hpp"
 #include "cudakit/nccl_error.hpp"
 #include "cudakit/stream.hpp"
@@ -151,6 +152,7 @@ TEST(ErrorKindTest, EveryClassNamesItsOwnKindThroughTheBase) {
       {[] { throw nccl::NcclTimeout(7, "ncclAllReduce", 0, 2, 0, "", "m"); }, ErrorKind::nccl_timeout},
       {[] { throw nccl::NcclUnavailable("m"); }, ErrorKind::nccl_unavailable},
       {[] { throw nccl::BootstrapError("m", {1}); }, ErrorKind::bootstrap},
+      {[] { throw IpcError(IpcFailure::stale, "m"); }, ErrorKind::ipc},
   };
   std::set<ErrorKind> seen;
   for (const auto& [raise, expected] : cases) {
@@ -162,7 +164,7 @@ TEST(ErrorKindTest, EveryClassNamesItsOwnKindThroughTheBase) {
     }
     EXPECT_TRUE(seen.insert(expected).second) << "two classes of kind " << error_kind_name(expected);
   }
-  EXPECT_EQ(seen.size(), static_cast<std::size_t>(ErrorKind::bootstrap) + 1) << "every kind has its class";
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(ErrorKind::ipc) + 1) << "every kind has its class";
 }
 
 TEST(ErrorKindTest, NamesAreTheEnumeratorsNames) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cudakit/error.hpp"
+#include "cudakit/ipc_error.hpp"
 #include "device/device_state.hpp"
 #include "driver/driver_testing.hpp"
 #include "library_reset.hpp"
@@ -139,6 +140,15 @@ Outcome run(const Operation& op, Scene& scene) {
     // carries the instantiate result and the failing node. It carries the code, and its
     // message starts "<call> on <resource>: ", as a DriverError's does; read them there.
     o.kind = Outcome::driver_error;
+    o.code = e.code();
+    o.what = e.what();
+    std::size_t on = o.what.find(" on "), colon = o.what.find(": ");
+    o.call = o.what.substr(0, std::min(on, colon));
+    if (on != std::string::npos && colon != std::string::npos && on < colon) o.resource = o.what.substr(on + 4, colon - on - 4);
+  } catch (const IpcError& e) {
+    // An import the driver refused is IpcError (ipc_error.hpp), carrying the driver's code,
+    // its message starting "<call> on <resource>: " as a DriverError's does.
+    o.kind = e.code() == CUDA_SUCCESS ? Outcome::other_cudakit_error : Outcome::driver_error;
     o.code = e.code();
     o.what = e.what();
     std::size_t on = o.what.find(" on "), colon = o.what.find(": ");
@@ -629,6 +639,7 @@ bool is_release(EntryId e) {
     case EntryId::LibraryUnload:
     case EntryId::GraphDestroy:
     case EntryId::GraphExecDestroy:
+    case EntryId::MemPoolDestroy:
       return true;
     default:
       return false;

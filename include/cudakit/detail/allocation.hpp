@@ -37,9 +37,24 @@ enum class AllocationKind : std::uint8_t {
                     // released and given back after the streams that used it finish
   managed,          // cuMemAllocManaged, freed with cuMemFree (after the streams that used it finish)
   resource,         // a memory resource's allocate_async, freed with its deallocate_async (memory_resource.hpp)
+  external,         // memory another owner releases (ExternalRelease): shared between processes
 };
 
-/// Whether memory of this kind is freed stream-ordered (else after its users finish).
+/// How an allocation of kind `external` is given back: memory of a shareable pool, or
+/// memory imported from another process (shareable_pool.hpp, imported_buffer.hpp). Owned by its allocation, and
+/// called once, after every stream that used the memory.
+struct CUDAKIT_API ExternalRelease {
+  virtual ~ExternalRelease() = default;
+  /// Whether release() is stream-ordered (it is then called on a stream ordered after
+  /// every user; otherwise after those streams finished their work).
+  virtual bool stream_ordered() const noexcept = 0;
+  /// Gives the memory back; `stream` is null when the release is not stream-ordered.
+  /// Throws DriverError when the driver fails (the allocation parks it).
+  virtual void release(CUstream stream) = 0;
+};
+
+/// Whether memory of this kind is freed stream-ordered (else after its users finish). An
+/// `external` allocation's release says it itself (ExternalRelease::stream_ordered).
 constexpr bool is_stream_ordered(AllocationKind kind) noexcept {
   return kind == AllocationKind::pool || kind == AllocationKind::resource;
 }
@@ -92,6 +107,12 @@ struct CUDAKIT_API Allocation {
   /// holds its first reference.
   static Ref<Allocation> create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind,
                                 StreamRef stream);
+  /// Creates an allocation of kind `external`, released by `release` (which it owns from
+  /// now on, even when this throws).
+  static Ref<Allocation> create_external(CUdeviceptr pointer, std::size_t bytes, int device, ExternalRelease* release,
+                                         StreamRef stream);
+  /// The release of an `external` allocation (null for the other kinds).
+  ExternalRelease* external_release() const noexcept { return external_; }
 
   /// Whether its owner is its only holder: no view keeps it (views hold none), no graph,
   /// capture or pending release. Only the owner's thread may ask, and the answer holds
@@ -118,6 +139,7 @@ struct CUDAKIT_API Allocation {
   void destroy() noexcept;
 
   std::atomic<std::int32_t> refs_{1};
+  ExternalRelease* external_ = nullptr;  // owned; kind `external` only
 
   // Single-stream mode: the one stream that used the allocation (and wrote it last). It
   // holds a tracker slot (tracker_retain), released by hand: an atomic, read without the

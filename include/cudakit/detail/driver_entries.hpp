@@ -82,7 +82,7 @@
   X(MemsetD32Async, 3020, 3020)                                    \
   X(MemsetD2D32Async, 3020, 3020)                                  \
   X(PointerGetAttribute, 4000, 4000)                               \
-  /* virtual memory, managed memory, batched copies */              \
+  /* virtual memory (shareable), managed memory, batched copies */ \
   X(MemGetAllocationGranularity, 10020, 10020)                     \
   X(MemAddressReserve, 10020, 10020)                               \
   X(MemAddressFree, 10020, 10020)                                  \
@@ -91,10 +91,21 @@
   X(MemMap, 10020, 10020)                                          \
   X(MemUnmap, 10020, 10020)                                        \
   X(MemSetAccess, 10020, 10020)                                    \
+  X(MemExportToShareableHandle, 10020, 10020)                      \
+  X(MemImportFromShareableHandle, 10020, 10020)                    \
   X(MemAllocManaged, 6000, 6000)                                   \
   X(MemPrefetchAsync, 12020, 12020)                                \
   X(MemAdvise, 12020, 12020)                                       \
   X(MemcpyBatchAsync, 12080, 12080)                                \
+  /* sharing memory pools and events between processes */          \
+  X(MemPoolCreate, 11020, 11020)                                   \
+  X(MemPoolDestroy, 11020, 11020)                                  \
+  X(MemPoolExportToShareableHandle, 11020, 11020)                  \
+  X(MemPoolImportFromShareableHandle, 11020, 11020)                \
+  X(MemPoolExportPointer, 11020, 11020)                            \
+  X(MemPoolImportPointer, 11020, 11020)                            \
+  X(IpcGetEventHandle, 4010, 4010)                                 \
+  X(IpcOpenEventHandle, 4010, 4010)                                \
   /* modules, libraries, functions */                              \
   X(ModuleLoadDataEx, 2010, 2010)                                  \
   X(ModuleUnload, 2000, 2000)                                      \

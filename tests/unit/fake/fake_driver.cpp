@@ -116,9 +116,10 @@ Driver::Driver() {
 Driver::~Driver() {
   if (g_current == this) g_current = nullptr;
   g_sticky = CUDA_SUCCESS;
+  forget_ipc_state();
   for (auto& [base, a] : allocations)
-    if (!a.mapped) ::operator delete(reinterpret_cast<void*>(base), std::align_val_t(256));
-  release_reservations_left_behind(*this);
+    if (!a.mapped && !a.shared_mapping) ::operator delete(reinterpret_cast<void*>(base), std::align_val_t(256));
+  release_virtual_memory_left_behind(*this);
 }
 
 Driver& Driver::current() {
@@ -136,6 +137,7 @@ void Driver::install() {
   register_managed_memory(*this);
   register_modules(*this);
   register_graphs(*this);
+  register_ipc(*this);
   void* table[driver::entry_count];
   for (std::size_t i = 0; i < driver::entry_count; ++i) table[i] = wrappers[i];
   for (EntryId id : missing) table[static_cast<std::size_t>(id)] = nullptr;

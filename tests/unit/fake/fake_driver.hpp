@@ -87,6 +87,7 @@ struct Allocation {
   unsigned host_flags = 0;   // cuMemHostAlloc's flags
   bool mapped = false;       // a virtual-memory mapping made accessible (its bytes count in its chunk)
   bool managed = false;      // cuMemAllocManaged (not counted against the device's memory)
+  bool shared_mapping = false;  // an mmap of a shared pool's memory (fake_ipc.cpp), unmapped there
 };
 
 // Virtual-memory state (fake_virtual_memory.cpp).
@@ -101,6 +102,8 @@ struct PhysicalChunk {
   int mappings = 0;
   bool released = false;  // cuMemRelease'd: gone once its last mapping is
   CUmemAllocationHandleType shareable = CU_MEM_HANDLE_TYPE_NONE;
+  int fd = -1;            // the memfd holding a shareable chunk's bytes (and an import's)
+  bool imported = false;  // cuMemImportFromShareableHandle: another chunk's memory
 };
 struct Mapping {
   std::size_t bytes = 0;
@@ -296,8 +299,14 @@ void register_modules(Driver& d);
 void register_graphs(Driver& d);
 void register_virtual_memory(Driver& d);
 void register_managed_memory(Driver& d);
-/// Gives the host addresses behind reservations a test left behind back (~Driver).
-void release_reservations_left_behind(Driver& d);
+/// Gives back what virtual memory a test left behind: the host addresses behind
+/// reservations and the files of shareable chunks (~Driver).
+void release_virtual_memory_left_behind(Driver& d);
+/// Sharing between processes (fake_ipc.cpp): shareable pools and IPC events.
+/// Registered last: it wraps some of the memory and event entries of the other areas.
+void register_ipc(Driver& d);
+/// Releases what the IPC area still holds (shared mappings, files) when a fake goes.
+void forget_ipc_state();
 
 /// A fake context handle for device `d` (stable).
 CUcontext context_of(int device);
