@@ -52,18 +52,28 @@ struct MappedMemory final : detail::ExternalRelease {
         first_call = call;
       }
     };
-    // A range still mapped cannot be freed: after a failed unmap it is kept (a leak the
-    // parked error reports), while the handle is still released.
+    // A failed unmap is parked and tried once more, as a growable buffer's is: while the
+    // range is mapped it cannot be given back. The handle is released either way.
+    bool unmapped = true;
     if (std::exchange(mapped, false)) {
-      has_handle = false;
-      const detail::vmm::TeardownResult t = detail::vmm::unmap_and_release(pointer, bytes, handle);
-      attempt(t.code, t.call);
+      CUresult u = cu.MemUnmap(pointer, bytes);
+      if (u != CUDA_SUCCESS) {
+        park_driver_error(u, cu.MemUnmap.name(), res, "shareable memory release");
+        u = cu.MemUnmap(pointer, bytes);
+      }
+      attempt(u, cu.MemUnmap.name());
+      unmapped = u == CUDA_SUCCESS;
     }
     if (std::exchange(has_handle, false)) attempt(detail::vmm::release_chunk(handle), cu.MemRelease.name());
-    // After a failed unmap the range is still tried, as a growable buffer's is: the driver
-    // refuses it while mapped, and that refusal is the failed release the leak reports.
-    if (CUdeviceptr p = std::exchange(pointer, 0); p != 0)
-      attempt(detail::vmm::free_reservation(p, bytes), cu.MemAddressFree.name());
+    // A range still mapped is kept (a leak, reported) unless the context is dead, where the
+    // free is tried all the same and refused with its error (DESIGN 7).
+    if (CUdeviceptr p = std::exchange(pointer, 0); p != 0) {
+      if (unmapped || detail::poison_of(device) != nullptr)
+        attempt(detail::vmm::free_reservation(p, bytes), cu.MemAddressFree.name());
+      else
+        park_error({CUDA_SUCCESS, "shareable memory release",
+                    "the address range at " + describe(res) + " is kept (a leak): it could not be unmapped"});
+    }
     if (first != CUDA_SUCCESS) check(first, first_call, res);
   }
   // Undoes a set-up that failed part way; errors are parked (an error is on its way out).
