@@ -9,6 +9,7 @@
 #include <iterator>
 #include <vector>
 
+#include "../fuzz/ipc_descriptor_target.hpp"
 #include "../fuzz/module_image_target.hpp"
 #include "../fuzz/rendezvous_file_target.hpp"
 #include "../fuzz/rendezvous_messages_target.hpp"
@@ -44,6 +45,13 @@ TEST(FuzzCorpus, RendezvousFilesReplayWithoutABrokenInvariant) {
   auto files = corpus("rendezvous_file");
   ASSERT_GE(files.size(), 4u);
   for (const auto& [name, bytes] : files) EXPECT_NO_THROW(fuzz::rendezvous_file_one_input(bytes)) << name;
+}
+
+TEST(FuzzCorpus, IpcDescriptorsReplayWithoutABrokenInvariant) {
+  auto files = corpus("ipc_descriptor");
+  ASSERT_GE(files.size(), 8u);
+  for (const auto& [name, bytes] : files)
+    EXPECT_NO_THROW(fuzz::ipc_descriptor_one_input(std::as_bytes(std::span(bytes)))) << name;
 }
 
 }  // namespace
