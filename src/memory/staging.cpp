@@ -399,6 +399,19 @@ std::size_t StagingPool::release_idle() {
   return freed;
 }
 
+// A staging buffer kept because a copy may still use it (free_all): held for the
+// process's life, so that it stays reachable (a leak that is reported, not lost).
+void keep_for_the_process(StagingChunk* chunk) noexcept {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<StagingChunk*>;
+  try {
+    std::lock_guard lock(mutex);
+    kept->push_back(chunk);
+  } catch (...) {
+    // Out of memory: the chunk is lost instead, as reported.
+  }
+}
+
 // The buffers are taken out under the mutex and waited for outside it (no driver call
 // waits under the mutex). A buffer whose copy cannot be waited for is kept, reported: a
 // copy may still use it, unless the context is dead (DESIGN 7: nothing runs any more).
@@ -422,6 +435,7 @@ void StagingPool::free_all() noexcept {
                       "a staging buffer of " + describe(staging_resource(device_)) +
                           " is kept (a leak): the copy that used it could not be waited for, and freeing it now "
                           "could pull it from under that copy"});
+          keep_for_the_process(c);
           continue;
         }
       }
