@@ -1,7 +1,8 @@
-// CopyBatch (batched_copy.hpp): tracking of every buffer, then one cuMemcpyBatchAsync or
-// a cuMemcpyAsync per copy.
+// CopyBatch (batched_copy.hpp): tracking of every buffer, then one launch of the copy
+// kernel, one cuMemcpyBatchAsync, or a cuMemcpyAsync per copy.
 #include "cudakit/batched_copy.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -48,6 +49,7 @@ void CopyBatch::clear() noexcept {
   uses_.clear();
   device_ = -1;
   registered_host_ = false;
+  largest_ = 0;
 }
 
 namespace {
@@ -83,6 +85,7 @@ void CopyBatch::add_copy(CUdeviceptr destination, CUdeviceptr source, std::size_
   destinations_.push_back(destination);
   sources_.push_back(source);
   sizes_.push_back(bytes);
+  largest_ = std::max(largest_, bytes);
 }
 
 void CopyBatch::add_host_to_device(const detail::HostBytes& source, const detail::DeviceBytes& destination) {
@@ -127,6 +130,12 @@ void CopyBatch::submit_one_per_copy(StreamRef stream) {
   }
 }
 
+bool CopyBatch::takes_copy_kernel(BatchPath path, int device) const {
+  if (path == BatchPath::copy_kernel) return detail::copy_kernel_available(device);
+  return path == BatchPath::automatic && !registered_host_ && sizes_.size() > 1 &&
+         largest_ <= detail::copy_kernel_largest_automatic_region && detail::copy_kernel_available(device);
+}
+
 void CopyBatch::submit(StreamRef stream, BatchPath path) {
   const char* call = cu.MemcpyBatchAsync.name();
   stream.require_handle(call);
@@ -139,17 +148,25 @@ void CopyBatch::submit(StreamRef stream, BatchPath path) {
   if (path == BatchPath::copy_kernel && registered_host_)
     throw InvalidArgument("CopyBatch::submit with BatchPath::copy_kernel: a copy reads or writes a HostRegistration, "
                           "which the copy kernel cannot address; use BatchPath::automatic");
+  const bool kernel = takes_copy_kernel(path, device);  // before any use: loading it may fail, never half-ordered
   for (const Use& u : uses_) u.allocation->use(stream, u.access);
   ContextRef(detail::library_context(device), device).make_current();
-  if (path == BatchPath::copy_kernel && detail::copy_kernel_available(device)) {
+  if (kernel) {
     detail::launch_copy_kernel(stream, destinations_.data(), sources_.data(), sizes_.data(), sizes_.size());
-    return;
+  } else if (path == BatchPath::one_per_copy) {
+    submit_one_per_copy(stream);
+  } else {
+    submit_driver_batch(stream);
   }
+}
+
+void CopyBatch::submit_driver_batch(StreamRef stream) {
   // A capture gets one node per copy: cudakit does not rely on the driver capturing a batch.
-  if (path == BatchPath::one_per_copy || sizes_.size() == 1 || capturing(stream) || !driver_batches()) {
+  if (sizes_.size() == 1 || capturing(stream) || !driver_batches()) {
     submit_one_per_copy(stream);
     return;
   }
+  const int device = stream.device_ordinal();
   CUmemcpyAttributes attributes{};
   attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;  // ordered like any copy on the stream
   attributes.flags = CU_MEMCPY_FLAG_DEFAULT;
@@ -162,7 +179,7 @@ void CopyBatch::submit(StreamRef stream, BatchPath path) {
     if (failed < sizes_.size()) {
       res = Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(destinations_[failed]), device);
     }
-    detail::check_on_stream(r, call, res, stream);
+    detail::check_on_stream(r, cu.MemcpyBatchAsync.name(), res, stream);
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,18 +23,6 @@ namespace cudakit::detail {
 using driver::cu;
 
 namespace {
-
-// The table as the kernel declares it; the launch passes it whole (its size is fixed by
-// the kernel's signature).
-struct CopyRegion {
-  unsigned long long destination, source, bytes;
-};
-struct CopyRegions {
-  unsigned int count;
-  unsigned int unused;
-  CopyRegion regions[copy_kernel_regions];
-};
-static_assert(sizeof(CopyRegions) <= 32764, "a launch carries at most 32764 bytes of parameters");
 
 const char* const copy_kernel_source = R"(
 struct CudakitCopyRegion { unsigned long long destination, source, bytes; };
@@ -54,21 +44,30 @@ extern "C" __global__ void cudakit_copy_regions(const __grid_constant__ CudakitC
 )";
 static_assert(copy_kernel_regions == 1300, "the kernel's source names the same count");
 
+// Per device: the loaded kernel, or a remembered failure. `tried` is read without the
+// mutex on every submit (acquire pairs with the release after the load).
 struct CopyKernel {
-  std::once_flag once;
+  std::mutex mutex;
+  std::atomic<bool> tried{false};
+  CUmodule module = nullptr;
   CUfunction function = nullptr;  // null when unavailable
 };
 std::array<CopyKernel, max_devices> kernels;
 
-// The cubin for `device`'s architecture, or empty when NVRTC cannot make one.
-std::vector<char> compile_for(int device) {
+// Compiled cubins by architecture: compiling is independent of the driver, so a unit
+// test's fresh fake driver loads the same bytes again.
+std::mutex images_mutex;
+std::map<int, std::vector<char>> images;
+std::vector<char> image_for_testing;
+
+// The cubin for architecture `sm` (e.g. 90), or empty when NVRTC cannot make one.
+std::vector<char> compile_for(int sm) {
   const nvrtc::Api& api = nvrtc::api();  // throws CompilerUnavailable without NVRTC
   nvrtcProgram program = nullptr;
   if (api.CreateProgram(&program, copy_kernel_source, "cudakit_copy_regions.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS)
     return {};
   std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> owner(&program, [](nvrtcProgram* p) { nvrtc::api().DestroyProgram(p); });
-  ComputeCapability cc = Device::get(device).compute_capability();
-  const std::string arch = "--gpu-architecture=sm_" + std::to_string(cc.major * 10 + cc.minor);
+  const std::string arch = "--gpu-architecture=sm_" + std::to_string(sm);
   const char* options[] = {arch.c_str(), "--std=c++17"};
   if (api.CompileProgram(program, 2, options) != NVRTC_SUCCESS) return {};
   std::size_t size = 0;
@@ -78,31 +77,80 @@ std::vector<char> compile_for(int device) {
   return cubin;
 }
 
-void load(CopyKernel& k, int device) {
-  try {
-    std::vector<char> cubin = compile_for(device);
-    if (cubin.empty()) return;
-    CaptureTolerantScope tolerant(device);  // loading is not stream-ordered: safe beside a capture
-    ContextRef(library_context(device), device).make_current();
-    CUmodule module = nullptr;
-    if (cu.ModuleLoadDataEx(&module, cubin.data(), 0, nullptr, nullptr) != CUDA_SUCCESS) return;
-    CUfunction f = nullptr;
-    if (cu.ModuleGetFunction(&f, module, "cudakit_copy_regions") != CUDA_SUCCESS) return;
-    k.function = f;  // the module stays loaded for the process's life
-  } catch (...) {
-    // No NVRTC, no driver entry: the kernel is unavailable, and callers copy without it.
+// The cubin for `device`, compiled once per architecture; empty when NVRTC is missing or
+// cannot make one (remembered).
+std::vector<char> image_for(int device) {
+  ComputeCapability cc = Device::get(device).compute_capability();  // a driver error propagates
+  const int sm = cc.major * 10 + cc.minor;
+  std::lock_guard lock(images_mutex);
+  if (!image_for_testing.empty()) return image_for_testing;
+  auto it = images.find(sm);
+  if (it == images.end()) {
+    std::vector<char> cubin;
+    try {
+      cubin = compile_for(sm);
+    } catch (const CompilerUnavailable&) {
+      // No NVRTC: the kernel is unavailable, and callers copy without it.
+    }
+    it = images.emplace(sm, std::move(cubin)).first;
   }
+  return it->second;
+}
+
+// Whether the driver's answer to loading the kernel means "this kernel cannot run here"
+// (callers then copy without it), rather than a failure to report.
+bool means_unavailable(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
+    case CUDA_ERROR_NOT_FOUND:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Loads the kernel into `k`, leaves it null where it cannot run here, and throws
+// DriverError for any other failure (nothing loaded: the next use tries again).
+void load(CopyKernel& k, int device) {
+  std::vector<char> cubin = image_for(device);
+  if (cubin.empty()) return;
+  CaptureTolerantScope tolerant(device);  // loading is not stream-ordered: safe beside a capture
+  ContextRef(library_context(device), device).make_current();
+  const Resource res = Resource::of(ResourceKind::module, nullptr, device);
+  check_not_poisoned(cu.ModuleLoadDataEx.name(), res);
+  CUmodule module = nullptr;
+  CUresult r = cu.ModuleLoadDataEx(&module, cubin.data(), 0, nullptr, nullptr);
+  if (means_unavailable(r)) return;
+  check(r, cu.ModuleLoadDataEx.name(), res);
+  CUfunction f = nullptr;
+  r = cu.ModuleGetFunction(&f, module, copy_kernel_name);
+  if (r != CUDA_SUCCESS) {
+    CUresult unload = cu.ModuleUnload(module);  // an image without the kernel: nothing to keep
+    if (means_unavailable(r)) {
+      check(unload, cu.ModuleUnload.name(), res);
+      return;
+    }
+    check(r, cu.ModuleGetFunction.name(), res);
+  }
+  k.module = module;  // stays loaded for the process's life
+  k.function = f;
 }
 
 }  // namespace
 
-bool copy_kernel_available(int device) noexcept {
+bool copy_kernel_available(int device) {
   if (device < 0 || device >= max_devices) return false;
   CopyKernel& k = kernels[static_cast<std::size_t>(device)];
-  try {
-    std::call_once(k.once, [&] { load(k, device); });
-  } catch (...) {
-    return false;
+  if (!k.tried.load(std::memory_order_acquire)) {
+    std::lock_guard lock(k.mutex);
+    if (!k.tried.load(std::memory_order_relaxed)) {
+      load(k, device);  // a throw leaves `tried` false: the next use tries again
+      k.tried.store(true, std::memory_order_release);
+    }
   }
   return k.function != nullptr;
 }
@@ -123,6 +171,29 @@ void launch_copy_kernel(StreamRef stream, const CUdeviceptr* destinations, const
     CUresult r = cu.LaunchKernel(f, static_cast<unsigned int>(n), 1, 1, 256, 1, 1, 0, stream.handle(), params, nullptr);
     if (r != CUDA_SUCCESS) [[unlikely]]
       check_on_stream(r, cu.LaunchKernel.name(), Resource::of(ResourceKind::stream, stream.handle(), device), stream);
+  }
+}
+
+}  // namespace cudakit::detail
+
+namespace cudakit::detail {
+
+void set_copy_kernel_image_for_testing(std::vector<char> image) {
+  std::lock_guard lock(images_mutex);
+  image_for_testing = std::move(image);
+}
+
+void reset_copy_kernel_for_testing() {
+  for (int device = 0; device < max_devices; ++device) {
+    CopyKernel& k = kernels[static_cast<std::size_t>(device)];
+    std::lock_guard lock(k.mutex);
+    if (k.module != nullptr) {
+      ContextRef(library_context(device), device).make_current();
+      (void)cu.ModuleUnload(k.module);
+    }
+    k.module = nullptr;
+    k.function = nullptr;
+    k.tried.store(false, std::memory_order_release);
   }
 }
 

@@ -157,7 +157,7 @@ TEST_F(VirtualMemoryDeviceTest, BatchesInEveryDirectionMoveWhatTheSingleCopiesWo
   std::fill(out.data(), out.data() + out.size(), -1.0f);
   DeviceBuffer<float> a(stream(), pieces * piece, zeroed), b(stream(), pieces * piece, zeroed);
   auto slot = [&](std::size_t i) { return (i * 613) % pieces; };  // a permutation: 613 is prime to 1000
-  for (BatchPath path : {BatchPath::automatic, BatchPath::one_per_copy, BatchPath::copy_kernel}) {
+  for (BatchPath path : {BatchPath::automatic, BatchPath::driver_batch, BatchPath::one_per_copy, BatchPath::copy_kernel}) {
     CopyBatch up, across, down;
     for (std::size_t i = 0; i < pieces; ++i) {
       up.add(in.span().subspan(i * piece, piece), a.subspan(slot(i) * piece, piece));
