@@ -125,7 +125,7 @@ thread_local constinit bool block_cache_gone = false;  // trivially destructible
 thread_local AllocationBlockCache block_cache;
 AllocationBlockCache::~AllocationBlockCache() {
   block_cache_gone = true;
-  while (count > 0) ::operator delete(blocks[--count]);
+  while (count > 0) ::operator delete(blocks[--count], std::align_val_t{alignof(Allocation)});
 }
 }  // namespace
 
@@ -134,7 +134,7 @@ void* Allocation::operator new(std::size_t size) {
     AllocationBlockCache& c = block_cache;
     if (c.count > 0) return c.blocks[--c.count];
   }
-  return ::operator new(size);
+  return ::operator new(size, std::align_val_t{alignof(Allocation)});
 }
 
 void Allocation::operator delete(void* p, std::size_t size) noexcept {
@@ -146,7 +146,7 @@ void Allocation::operator delete(void* p, std::size_t size) noexcept {
       return;
     }
   }
-  ::operator delete(p);
+  ::operator delete(p, std::align_val_t{alignof(Allocation)});
 }
 
 Ref<Allocation> Allocation::create(CUdeviceptr pointer, std::size_t bytes, int device, AllocationKind kind,

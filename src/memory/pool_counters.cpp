@@ -1,6 +1,8 @@
 #include "memory/pool_counters.hpp"
 
+#include <bit>
 #include <mutex>
+#include <utility>
 
 #include "cudakit/error.hpp"
 #include "cudakit/memory_pool.hpp"
@@ -20,13 +22,35 @@ Entry entries[max_pools];
 std::mutex add_mutex;
 std::atomic<PoolCounters*> default_counters[max_devices];
 
-std::atomic<unsigned> next_thread_slot{0};
+// Bit i set: slot i is owned by no thread. Taking a slot (acquire) sees every count its
+// previous owner wrote before giving it back (release), so the new owner's plain
+// load-and-store continues from them.
+std::atomic<std::uint32_t> free_slots{0xFFFFu};
+
+struct ThreadSlot {
+  int index = -1;
+  ThreadSlot() noexcept {
+    std::uint32_t free = free_slots.load(std::memory_order_relaxed);
+    while (free != 0 &&
+           !free_slots.compare_exchange_weak(free, free & (free - 1), std::memory_order_acquire, std::memory_order_relaxed)) {
+    }
+    if (free != 0) index = std::countr_zero(free);
+  }
+  ~ThreadSlot() {
+    // A count after this (another thread_local's destructor freeing a buffer) takes the
+    // shared slot.
+    if (index >= 0) free_slots.fetch_or(1u << std::exchange(index, -1), std::memory_order_release);
+  }
+  ThreadSlot(const ThreadSlot&) = delete;
+  ThreadSlot& operator=(const ThreadSlot&) = delete;
+};
 
 }  // namespace
 
-PoolCounters::Slot& PoolCounters::slot() noexcept {
-  thread_local const unsigned mine = next_thread_slot.fetch_add(1, std::memory_order_relaxed) % slots;
-  return slots_[mine];
+int PoolCounters::thread_slot() noexcept {
+  static_assert(slots == 16, "free_slots has one bit per slot");
+  thread_local ThreadSlot mine;
+  return mine.index;
 }
 
 std::uint64_t PoolCounters::made() const noexcept {

@@ -12,6 +12,7 @@
 #include "decoder.hpp"
 #include "generation.hpp"
 #include "gpu_fixture.hpp"
+#include "under_sanitizer.hpp"
 
 namespace {
 
@@ -106,6 +107,7 @@ TEST_F(DecoderTest, StepsInOneDeviceSideLoopEqualOneStepPerLaunch) {
       decoder::Generation g;
       g.steps = steps + 1;
       decoder::generate_start(looped, prompts, batch, inputs.prompt_length, StepMode::cached, g);
+      cudakit::testing::settle_allocations_before_a_loop_capture(stream);
       EXPECT_EQ(looped.step_loop(batch, steps), round == 0 ? cudakit::GraphCacheOutcome::captured
                                                             : cudakit::GraphCacheOutcome::hit);
       std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch * steps));

@@ -15,14 +15,25 @@ thread_local long every_allocation = 0;
 thread_local long fail_countdown = 0;  // the allocation that fails, counted down; 0: none
 thread_local bool fail_fired = false;
 
-void* counted_allocation(std::size_t n) {
+void count_or_fail() {
   ++every_allocation;
   if (counting && cudakit::fake::inside_fake_driver == 0) ++allocations;
   if (fail_countdown > 0 && cudakit::fake::inside_fake_driver == 0 && --fail_countdown == 0) {
     fail_fired = true;
     throw std::bad_alloc();
   }
+}
+
+void* counted_allocation(std::size_t n) {
+  count_or_fail();
   if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+
+void* counted_aligned_allocation(std::size_t n, std::align_val_t alignment) {
+  count_or_fail();
+  const auto a = static_cast<std::size_t>(alignment);
+  if (void* p = std::aligned_alloc(a, (n + a - 1) / a * a + (n == 0 ? a : 0))) return p;
   throw std::bad_alloc();
 }
 }  // namespace
@@ -39,6 +50,12 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted_aligned_allocation(n, a); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted_aligned_allocation(n, a); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace cudakit::testing {
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <latch>
 #include <string>
 #include <thread>
 #include <vector>
@@ -137,6 +138,27 @@ TEST_F(MemoryPoolTest, CountsFromManyThreadsAddUp) {
   EXPECT_EQ(u.live_allocations, std::uint64_t(threads) * (per_thread / 4 - per_thread / 8));
   for (auto& k : keep) k.clear();
   EXPECT_EQ(default_memory_pool(dev()).usage().live_allocations, 0u);
+}
+
+TEST_F(MemoryPoolTest, CountsFromMoreThreadsAtOnceThanCounterSlotsAndFromLaterThreadsAddUp) {
+  // 24 threads alive at once: 16 own a counter slot, the others share one. Then a second
+  // wave, which takes the slots the first wave's threads gave back at their end.
+  constexpr int threads = 24, per_thread = 50;
+  for (int wave = 0; wave < 2; ++wave) {
+    std::latch all_alive(threads);
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t)
+      workers.emplace_back([&] {
+        Stream s(dev());
+        all_alive.arrive_and_wait();
+        for (int i = 0; i < per_thread; ++i) DeviceBuffer<int> b(s, 16, uninitialized);
+        s.synchronize();
+      });
+    for (auto& w : workers) w.join();
+  }
+  PoolUsage u = default_memory_pool(dev()).usage();
+  EXPECT_EQ(u.allocations_made, std::uint64_t(2 * threads * per_thread));
+  EXPECT_EQ(u.live_allocations, 0u);
 }
 
 // ---- out of memory: trim the pool, try once more, then a message with the numbers ----

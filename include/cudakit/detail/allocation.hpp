@@ -74,11 +74,22 @@ struct VirtualRange;
 using CapturedBufferHook = void (*)(CaptureState* capture, Allocation* allocation, Access access);
 CUDAKIT_API extern CapturedBufferHook keep_buffer_for_capture;
 
+// Aligned to a cache line, with what every launch and use reads (pointer, device, owner,
+// count) first: a launch of eight tracked buffers touches one line per buffer.
 struct CUDAKIT_API Allocation {
-  CUdeviceptr pointer = 0;
+  alignas(64) CUdeviceptr pointer = 0;  // the struct starts a cache line
   std::size_t bytes = 0;
   int device = -1;
   AllocationKind kind = AllocationKind::pool;
+
+ private:
+  std::atomic<std::int32_t> refs_{1};
+  // Single-stream mode: the one stream that used the allocation (and wrote it last). It
+  // holds a tracker slot (tracker_retain), released by hand: an atomic, read without the
+  // lock by use()'s fast path, cannot be a TrackerRef.
+  std::atomic<StreamState*> owner_{nullptr};
+
+ public:
   VirtualRange* virtual_range = nullptr;  // kind virtual_range only
   /// The resource the memory came from (AllocationKind::resource), kept alive until the
   /// memory went back to it (DESIGN 4).
@@ -138,13 +149,7 @@ struct CUDAKIT_API Allocation {
   void use_slow(const StreamRef& stream, Access access);
   void destroy() noexcept;
 
-  std::atomic<std::int32_t> refs_{1};
   ExternalRelease* external_ = nullptr;  // owned; kind `external` only
-
-  // Single-stream mode: the one stream that used the allocation (and wrote it last). It
-  // holds a tracker slot (tracker_retain), released by hand: an atomic, read without the
-  // lock by use()'s fast path, cannot be a TrackerRef.
-  std::atomic<StreamState*> owner_{nullptr};
 
   // Tracked mode (owner_ is null): guarded by mutex_.
   mutable std::mutex mutex_;
