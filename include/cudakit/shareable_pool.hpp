@@ -84,11 +84,9 @@ class CUDAKIT_API ShareablePool {
   /// Sends the pool to the peer of `channel`.
   void send(const IpcChannel& channel) const;
 
-  /// The descriptor of `buffer`, an allocation of this pool (kind pool_allocation). The
-  /// allocation must have happened: synchronize the stream it was allocated on first (on
-  /// an H200 the driver refused to export a stream-ordered allocation still queued, with
-  /// CUDA_ERROR_INVALID_VALUE, thrown as DriverError). Throws InvalidArgument for a buffer
-  /// of another pool or none, EmptyHandle for a moved-from one.
+  /// The descriptor of `buffer`, an allocation of this pool (kind pool_allocation), at any
+  /// time after it was allocated (before or after the pool itself is sent). Throws
+  /// InvalidArgument for a buffer of another pool or none, EmptyHandle for a moved-from one.
   template <class T>
   IpcDescriptor descriptor(const DeviceBuffer<T>& buffer) const {
     buffer.require_not_moved_from();

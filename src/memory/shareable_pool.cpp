@@ -142,6 +142,12 @@ ShareablePool::ShareablePool(Device device, std::uint64_t release_threshold) {
   cuuint64_t threshold = release_threshold;
   checked_call(cu.MemPoolSetAttribute, detail::pool_resource(state->pool, d), state->pool,
                CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
+  // cuMemPoolExportPointer refuses (CUDA_ERROR_INVALID_VALUE) an allocation of a pool that
+  // was never exported, so a descriptor made before the pool is first sent would fail.
+  int fd = -1;
+  checked_call(cu.MemPoolExportToShareableHandle, detail::pool_resource(state->pool, d), &fd, state->pool,
+               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ull);
+  state->exported = FileDescriptor(fd);
   state_ = std::move(state);
 }
 

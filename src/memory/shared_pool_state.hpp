@@ -22,6 +22,9 @@ struct SharedPoolState {
   int device = -1;
   std::array<std::uint8_t, 16> device_uuid{};
   bool imported = false;
+  // A made pool's shareable handle, exported once when it is made and kept for its life:
+  // the driver exports an allocation only from a pool already shared.
+  FileDescriptor exported;
   ~SharedPoolState();
 };
 

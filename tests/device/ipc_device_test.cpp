@@ -269,8 +269,7 @@ TEST_F(IpcRefusalDeviceTest, ADescriptorOfMemoryAlreadyFreedIsRefused) {
   IpcDescriptor stale;
   {
     DeviceBuffer<float> gone = pool.allocate<float>(s, n, zeroed);
-    s.synchronize();  // the driver exports only an allocation that has happened
-    stale = pool.descriptor(gone);
+    stale = pool.descriptor(gone);  // before the pool is sent, while the allocation is queued
   }
   s.synchronize();
   pool.ref().trim_to(0);  // the memory goes back to the device
@@ -281,6 +280,36 @@ TEST_F(IpcRefusalDeviceTest, ADescriptorOfMemoryAlreadyFreedIsRefused) {
   ChildResult r = consumer.finish();
   EXPECT_TRUE(r.succeeded()) << r.output;
   EXPECT_NE(r.output.find("IPC-CHILD: refused"), std::string::npos) << r.output;
+}
+
+// The driver's rule the fake imitates and ShareablePool's constructor meets: an allocation
+// of a pool never exported is refused by cuMemPoolExportPointer; once the pool's handle was
+// exported, the same allocation exports.
+TEST_F(IpcRefusalDeviceTest, TheDriverExportsAnAllocationOnlyFromAPoolAlreadyShared) {
+  if (in_child()) GTEST_SKIP() << "the parent's test";
+  using driver::cu;
+  Stream s(device());
+  Context context = Context::primary(device());
+  context.make_current();
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = device().handle();
+  CUmemoryPool pool = nullptr;
+  ASSERT_EQ(cu.MemPoolCreate(&pool, &props), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cu.MemAllocFromPoolAsync(&p, 1 << 20, pool, s.handle()), CUDA_SUCCESS);
+  ASSERT_EQ(cu.StreamSynchronize(s.handle()), CUDA_SUCCESS);
+  CUmemPoolPtrExportData data{};
+  EXPECT_EQ(cu.MemPoolExportPointer(&data, p), CUDA_ERROR_INVALID_VALUE) << "a pool never shared";
+  int fd = -1;
+  ASSERT_EQ(cu.MemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cu.MemPoolExportPointer(&data, p), CUDA_SUCCESS) << "the same allocation, the pool shared";
+  ::close(fd);
+  EXPECT_EQ(cu.MemFreeAsync(p, s.handle()), CUDA_SUCCESS);
+  EXPECT_EQ(cu.StreamSynchronize(s.handle()), CUDA_SUCCESS);
+  EXPECT_EQ(cu.MemPoolDestroy(pool), CUDA_SUCCESS);
 }
 
 TEST(IpcChild, DISABLED_ImportsFreedMemory) {

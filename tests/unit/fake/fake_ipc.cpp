@@ -121,6 +121,7 @@ struct SharedPool {
   bool shareable = false;
   bool imported = false;
   bool destroyed = false;
+  bool exported = false;  // cuMemPoolExportToShareableHandle succeeded once
   std::uint64_t next_offset = header_bytes;
   std::uint64_t threshold = 0;
   int mapped = 0;  // live allocations or imports of this process
@@ -238,6 +239,7 @@ CUresult MemPoolExportToShareableHandle(void* out, CUmemoryPool handle, CUmemAll
   int fd = ::fcntl(pool->file.fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   *static_cast<int*>(out) = fd;
+  pool->exported = true;
   return CUDA_SUCCESS;
 }
 
@@ -319,6 +321,9 @@ CUresult MemPoolExportPointer(CUmemPoolPtrExportData* out, CUdeviceptr p) {
   auto it = pool_mappings.find(static_cast<std::uintptr_t>(p));
   if (!out || it == pool_mappings.end() || !it->second.pool->shareable || it->second.pool->imported)
     return CUDA_ERROR_INVALID_VALUE;
+  // The driver's rule (seen on the H200, and checked there by a device test): an
+  // allocation is exported only from a pool already shared.
+  if (!it->second.pool->exported) return CUDA_ERROR_INVALID_VALUE;
   const PoolMapping& m = it->second;
   const Slot& slot = m.pool->file.header->slots[m.slot];
   PoolExportData data{pool_magic, m.pool->file.header->id, m.slot, 0, slot.offset, slot.bytes};
