@@ -110,8 +110,11 @@ void say(const IpcChannel& channel) {
 // The embedded test image's gate and copy kernels, launched raw.
 class GateKernels {
  public:
-  explicit GateKernels(const Device& device) : device_(device) {
-    Context::primary(device).make_current();
+  // The primary context is retained for the kernels' life: a temporary retain would be the
+  // only one when this is the process's first use of the device, and its release would
+  // destroy the context the module was loaded into.
+  explicit GateKernels(const Device& device) : device_(device), context_(Context::primary(device)) {
+    context_.make_current();
     auto image = cudakit_kernels::test_fatbin();
     check(driver::cu.ModuleLoadDataEx(&module_, image.data(), 0, nullptr, nullptr), "cuModuleLoadDataEx",
           Resource::none());
@@ -139,11 +142,12 @@ class GateKernels {
 
  private:
   void launch(CUfunction f, StreamRef s, unsigned grid, void** args) const {
-    Context::primary(device_).make_current();
+    context_.make_current();
     check(driver::cu.LaunchKernel(f, grid, 1, 1, grid == 1 ? 1 : 256, 1, 1, 0, s.handle(), args, nullptr),
           "cuLaunchKernel", Resource::none());
   }
   Device device_;
+  Context context_;
   CUmodule module_ = nullptr;
   CUfunction gate_ = nullptr, copy_ = nullptr;
 };
