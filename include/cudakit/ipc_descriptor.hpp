@@ -10,20 +10,23 @@
 //        0      8  magic "cudakit\x1f"
 //        8      2  version (1)
 //       10      2  kind (1 memory pool, 2 pool allocation, 3 virtual-memory allocation,
-//                  4 event)
-//       12      4  reserved, 0
+//                  4 event, 5 allocation ledger)
+//       12      4  ledger_slot: a pool allocation's slot in its pool's ledger (0 otherwise)
 //       16      8  bytes: what the importer may use (0 for a pool and an event)
 //       24      8  allocation_bytes: the physical allocation (virtual memory: a multiple
 //                  of the granularity, at least `bytes`; a pool allocation: `bytes`)
 //       32     16  device UUID
 //       48      4  payload_bytes (64 for a pool allocation and an event, 0 otherwise)
 //
-// A memory pool and a virtual-memory allocation come with one file descriptor (the
-// driver's shareable handle, passed with SCM_RIGHTS); a pool allocation and an event
-// come with none: their payload names them, and only a process that holds the pool (or
-// shares the device) can use it.
-//       52      4  reserved, 0
+//       52      4  ledger_generation: a pool allocation's generation there (never 0 for
+//                  one; 0 otherwise)
 //       56     64  payload (unused bytes 0)
+//
+// A memory pool and a virtual-memory allocation come with one file descriptor (the
+// driver's shareable handle, passed with SCM_RIGHTS), and so does a pool's allocation
+// ledger (a sealed memfd that says which of its allocations are live: the driver imports
+// freed ones); a pool allocation and an event come with none: their payload names them,
+// and only a process that holds the pool (or shares the device) can use it.
 //
 // parse_ipc_descriptor() is pure host code, without a GPU or a driver: it checks every
 // field against the rules above and refuses the first one broken with IpcError
@@ -48,6 +51,7 @@ enum class IpcKind : std::uint16_t {
   pool_allocation = 2,  ///< an allocation of a shareable pool (cuMemPoolExportPointer)
   virtual_memory = 3,   ///< a physical allocation made with cuMemCreate
   event = 4,            ///< an interprocess event (cuIpcGetEventHandle)
+  allocation_ledger = 5,  ///< which allocations of a shareable pool are live (sent with the pool)
 };
 
 /// "pool allocation" for IpcKind::pool_allocation; "unknown kind" for others.
@@ -67,10 +71,13 @@ struct CUDAKIT_API IpcDescriptor {
   std::array<std::uint8_t, 16> device_uuid{};
   std::uint32_t payload_bytes = 0;
   std::array<std::uint8_t, payload_capacity> payload{};
+  /// A pool allocation's entry in its pool's allocation ledger (0 for the other kinds).
+  std::uint32_t ledger_slot = 0;
+  std::uint32_t ledger_generation = 0;
 
-  /// Whether the kind comes with a file descriptor (a pool and virtual memory do).
+  /// Whether the kind comes with a file descriptor (a pool, virtual memory and a ledger do).
   bool carries_file_descriptor() const noexcept {
-    return kind == IpcKind::memory_pool || kind == IpcKind::virtual_memory;
+    return kind == IpcKind::memory_pool || kind == IpcKind::virtual_memory || kind == IpcKind::allocation_ledger;
   }
   /// Whether the kind states a size (the allocations do; a pool and an event do not).
   bool states_size() const noexcept { return kind == IpcKind::pool_allocation || kind == IpcKind::virtual_memory; }
@@ -81,7 +88,8 @@ CUDAKIT_API std::array<std::byte, IpcDescriptor::encoded_bytes> encode_ipc_descr
 
 /// Reads a descriptor from bytes that came from another process. Throws IpcError
 /// (IpcFailure::malformed) naming the first rule `bytes` breaks: its length, the magic,
-/// the version, the kind, a reserved field, a size (zero, past 2^48, an allocation
+/// the version, the kind, a ledger entry (missing on a pool allocation, present on another
+/// kind), a size (zero, past 2^48, an allocation
 /// smaller than its use), a payload length or a payload byte past it.
 CUDAKIT_API IpcDescriptor parse_ipc_descriptor(std::span<const std::byte> bytes);
 

@@ -3,7 +3,7 @@
 //
 //   // producer                                    // consumer
 //   ShareablePool pool(device);                    ImportedPool pool = ImportedPool::receive(channel, device);
-//   channel.send(pool.descriptor(), pool.file());  ...
+//   pool.send(channel);                            ...
 //   auto kv = pool.allocate<float>(stream, n);     ImportedBuffer<float> kv = pool.receive<float>(channel, stream, n);
 //   pool.send(channel, kv);                        kv.after(ready, stream);    // shared_event.hpp
 //
@@ -15,9 +15,11 @@
 //
 // What an import trusts (docs/memory.md): the kernel for who the peer is, and the driver
 // for what the handle is. It checks the rest: the descriptor's kind, its device (by
-// UUID) against the device asked for, its size against the elements asked for, and,
-// once the driver mapped the memory, the size and device the driver reports against
-// the descriptor. A failed check releases what was imported and throws IpcError.
+// UUID) against the device asked for, its size against the elements asked for, that the
+// allocation is still live (the pool's allocation ledger, which send() sends after the
+// pool: the driver itself imports an allocation already freed), and, once the driver
+// mapped the memory, the size and device the driver reports against the descriptor. A
+// failed check releases what was imported and throws IpcError.
 //
 // Lifetimes: a pool lives until it is destroyed and every buffer of it is gone (a buffer
 // keeps its pool, DESIGN 4); an imported pool lives until every buffer imported through
@@ -81,7 +83,8 @@ class CUDAKIT_API ShareablePool {
   /// shareable handle (the caller owns it): send both with IpcChannel::send.
   IpcDescriptor descriptor() const;
   FileDescriptor file() const;
-  /// Sends the pool to the peer of `channel`.
+  /// Sends the pool and its allocation ledger to the peer of `channel` (two messages,
+  /// which ImportedPool::receive takes).
   void send(const IpcChannel& channel) const;
 
   /// The descriptor of `buffer`, an allocation of this pool (kind pool_allocation), at any
@@ -116,9 +119,12 @@ class CUDAKIT_API ImportedPool {
  public:
   /// Imports the pool `message` carries on `device`. Throws IpcError: wrong_kind (not a
   /// pool), wrong_device (the producer's device is not `device`), stale (the driver
-  /// refused the handle).
+  /// refused the handle). A pool imported from its message alone has no allocation
+  /// ledger: its imports cannot tell an allocation its producer freed (receive() can).
   ImportedPool(IpcMessage message, Device device);
-  /// Receives the next message on `channel` and imports it.
+  /// Receives the pool and its allocation ledger (the two messages ShareablePool::send
+  /// sends) on `channel` and imports them; an allocation ledger that is not one (not a
+  /// sealed memfd of its size) is IpcError malformed.
   static ImportedPool receive(const IpcChannel& channel, Device device,
                               std::chrono::milliseconds timeout = default_ipc_timeout);
   ImportedPool(ImportedPool&&) noexcept;
@@ -128,8 +134,8 @@ class CUDAKIT_API ImportedPool {
   /// Imports the allocation `message` describes as `count` elements of T, owned by
   /// `stream` (on the pool's device). Throws IpcError: wrong_kind, wrong_device,
   /// wrong_size (the bytes are not `count` elements, or the driver's allocation is
-  /// smaller than the descriptor says), stale (the driver refused the export data: the
-  /// memory was freed, or the data is forged).
+  /// smaller than the descriptor says), stale (the pool's ledger says the producer freed
+  /// the allocation, or the driver refused the export data as forged).
   template <class T>
   ImportedBuffer<T> import(StreamRef stream, const IpcMessage& message, std::size_t count) const {
     return ImportedBuffer<T>(DeviceBuffer<T>(import_bytes(stream, message, count, sizeof(T)), count));

@@ -14,8 +14,8 @@ constexpr char magic[8] = {'c', 'u', 'd', 'a', 'k', 'i', 't', '\x1f'};
 constexpr std::uint64_t largest_bytes = std::uint64_t(1) << 48;
 
 // Field offsets (ipc_descriptor.hpp).
-constexpr std::size_t at_magic = 0, at_version = 8, at_kind = 10, at_reserved1 = 12, at_bytes = 16,
-                      at_allocation_bytes = 24, at_uuid = 32, at_payload_bytes = 48, at_reserved2 = 52,
+constexpr std::size_t at_magic = 0, at_version = 8, at_kind = 10, at_ledger_slot = 12, at_bytes = 16,
+                      at_allocation_bytes = 24, at_uuid = 32, at_payload_bytes = 48, at_ledger_generation = 52,
                       at_payload = 56;
 static_assert(at_payload + IpcDescriptor::payload_capacity == IpcDescriptor::encoded_bytes);
 
@@ -38,7 +38,8 @@ bool known_kind(std::uint16_t kind) {
   return kind == static_cast<std::uint16_t>(IpcKind::memory_pool) ||
          kind == static_cast<std::uint16_t>(IpcKind::pool_allocation) ||
          kind == static_cast<std::uint16_t>(IpcKind::virtual_memory) ||
-         kind == static_cast<std::uint16_t>(IpcKind::event);
+         kind == static_cast<std::uint16_t>(IpcKind::event) ||
+         kind == static_cast<std::uint16_t>(IpcKind::allocation_ledger);
 }
 
 // The payload each kind carries: the driver's export data for a pool pointer and the
@@ -74,6 +75,7 @@ const char* ipc_kind_name(IpcKind kind) noexcept {
     case IpcKind::pool_allocation: return "pool allocation";
     case IpcKind::virtual_memory: return "virtual-memory allocation";
     case IpcKind::event: return "event";
+    case IpcKind::allocation_ledger: return "allocation ledger";
   }
   return "unknown kind";
 }
@@ -103,6 +105,8 @@ std::array<std::byte, IpcDescriptor::encoded_bytes> encode_ipc_descriptor(const 
   std::memcpy(out.data() + at_uuid, d.device_uuid.data(), d.device_uuid.size());
   const std::uint32_t payload_bytes = std::min<std::uint32_t>(d.payload_bytes, IpcDescriptor::payload_capacity);
   put<std::uint32_t>(out.data(), at_payload_bytes, payload_bytes);
+  put<std::uint32_t>(out.data(), at_ledger_slot, d.ledger_slot);
+  put<std::uint32_t>(out.data(), at_ledger_generation, d.ledger_generation);
   std::memcpy(out.data() + at_payload, d.payload.data(), payload_bytes);
   return out;
 }
@@ -118,11 +122,16 @@ IpcDescriptor parse_ipc_descriptor(std::span<const std::byte> bytes) {
            std::to_string(IpcDescriptor::current_version));
   const auto kind = get<std::uint16_t>(bytes, at_kind);
   if (!known_kind(kind)) refuse("unknown kind " + std::to_string(kind));
-  if (get<std::uint32_t>(bytes, at_reserved1) != 0 || get<std::uint32_t>(bytes, at_reserved2) != 0)
-    refuse("a reserved field is not 0");
 
   IpcDescriptor d;
   d.kind = static_cast<IpcKind>(kind);
+  d.ledger_slot = get<std::uint32_t>(bytes, at_ledger_slot);
+  d.ledger_generation = get<std::uint32_t>(bytes, at_ledger_generation);
+  if (d.kind == IpcKind::pool_allocation) {
+    if (d.ledger_generation == 0) refuse("a pool allocation without its ledger generation");
+  } else if (d.ledger_slot != 0 || d.ledger_generation != 0) {
+    refuse("a " + std::string(ipc_kind_name(d.kind)) + " with a ledger entry");
+  }
   d.bytes = get<std::uint64_t>(bytes, at_bytes);
   d.allocation_bytes = get<std::uint64_t>(bytes, at_allocation_bytes);
   std::memcpy(d.device_uuid.data(), bytes.data() + at_uuid, d.device_uuid.size());

@@ -40,12 +40,15 @@ void make_device_current(int device) { ContextRef(library_context(device), devic
 // The release of a shareable pool's allocation, or of an imported one: a stream-ordered
 // free (the driver takes cuMemFreeAsync for both), holding the pool until then.
 struct PoolMemoryRelease final : ExternalRelease {
-  PoolMemoryRelease(std::shared_ptr<SharedPoolState> pool, CUdeviceptr pointer)
-      : pool(std::move(pool)), pointer(pointer) {}
+  PoolMemoryRelease(std::shared_ptr<SharedPoolState> pool, CUdeviceptr pointer,
+                    AllocationLedger::Entry entry = {})
+      : pool(std::move(pool)), pointer(pointer), entry(entry) {}
   bool stream_ordered() const noexcept override { return true; }
   // `stream` is null only on a dead context (no stream could be made): then, as for the
   // default pool's memory, cuMemFree, which needs no stream (never stream handle 0: DESIGN 1).
   void release(CUstream stream) override {
+    // Out of the ledger before the free: a descriptor sent from now on is refused.
+    if (entry.generation != 0) pool->ledger->leave(entry);
     const Resource res = Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(pointer), pool->device);
     if (stream == nullptr)
       check(cu.MemFree(pointer), cu.MemFree.name(), res);
@@ -54,6 +57,7 @@ struct PoolMemoryRelease final : ExternalRelease {
   }
   std::shared_ptr<SharedPoolState> pool;
   CUdeviceptr pointer;
+  AllocationLedger::Entry entry;  // the producer's allocations only
 };
 
 void require_stream_on(StreamRef stream, int device, const char* call) {
@@ -148,6 +152,7 @@ ShareablePool::ShareablePool(Device device, std::uint64_t release_threshold) {
   checked_call(cu.MemPoolExportToShareableHandle, detail::pool_resource(state->pool, d), &fd, state->pool,
                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ull);
   state->exported = FileDescriptor(fd);
+  state->ledger.emplace(detail::AllocationLedger::create());
   state_ = std::move(state);
 }
 
@@ -178,10 +183,14 @@ detail::Ref<detail::Allocation> ShareablePool::allocate_bytes(StreamRef stream, 
   }
   if (r == CUDA_ERROR_OUT_OF_MEMORY) detail::throw_device_out_of_memory(call, d, bytes);
   detail::check_on_stream(r, call, res, stream);
+  detail::AllocationLedger::Entry entry;
   detail::Ref<detail::Allocation> a;
   try {
-    a = detail::Allocation::create_external(pointer, bytes, d, new detail::PoolMemoryRelease(state_, pointer), stream);
+    entry = state_->ledger->enter();
+    a = detail::Allocation::create_external(pointer, bytes, d, new detail::PoolMemoryRelease(state_, pointer, entry),
+                                            stream);
   } catch (...) {
+    state_->ledger->leave(entry);
     (void)cu.MemFreeAsync(pointer, stream.handle());
     throw;
   }
@@ -214,6 +223,11 @@ FileDescriptor ShareablePool::file() const {
 void ShareablePool::send(const IpcChannel& channel) const {
   FileDescriptor fd = file();
   channel.send(descriptor(), fd.get());
+  IpcDescriptor ledger;
+  ledger.kind = IpcKind::allocation_ledger;
+  ledger.device_uuid = state_->device_uuid;
+  FileDescriptor ledger_file = state_->ledger->file();
+  channel.send(ledger, ledger_file.get());
 }
 
 IpcDescriptor ShareablePool::descriptor_of(const detail::Allocation* allocation) const {
@@ -222,6 +236,9 @@ IpcDescriptor ShareablePool::descriptor_of(const detail::Allocation* allocation)
   if (release == nullptr || release->pool != state_)
     throw InvalidArgument("ShareablePool::descriptor: the buffer was not allocated from this pool (only a "
                           "shareable pool's own allocations can be shared)");
+  if (release->entry.generation == 0)
+    throw InvalidArgument("ShareablePool::descriptor: more than " + std::to_string(detail::AllocationLedger::slots) +
+                          " allocations of this pool are live; only that many can be shared at once");
   Resource res = Resource::of(ResourceKind::buffer, reinterpret_cast<const void*>(allocation->pointer), state_->device);
   check_not_poisoned(cu.MemPoolExportPointer.name(), res);
   CUmemPoolPtrExportData data{};
@@ -233,6 +250,8 @@ IpcDescriptor ShareablePool::descriptor_of(const detail::Allocation* allocation)
   d.device_uuid = state_->device_uuid;
   d.payload_bytes = sizeof data.reserved;
   std::memcpy(d.payload.data(), data.reserved, sizeof data.reserved);
+  d.ledger_slot = release->entry.slot;
+  d.ledger_generation = release->entry.generation;
   return d;
 }
 
@@ -263,7 +282,19 @@ ImportedPool::ImportedPool(IpcMessage message, Device device) {
 }
 
 ImportedPool ImportedPool::receive(const IpcChannel& channel, Device device, std::chrono::milliseconds timeout) {
-  return ImportedPool(channel.receive(timeout), device);
+  IpcMessage pool_message = channel.receive(timeout);
+  // Both messages are taken before either is checked, so that a refused pool leaves no
+  // ledger behind to be read as the next message; a message that is no pool is refused
+  // at once (no ledger follows it).
+  if (pool_message.descriptor.kind != IpcKind::memory_pool) return ImportedPool(std::move(pool_message), device);
+  IpcMessage ledger = channel.receive(timeout);
+  ImportedPool pool(std::move(pool_message), device);
+  const char* what = "import of a pool's allocation ledger";
+  detail::require_ipc_kind(ledger.descriptor, IpcKind::allocation_ledger, what);
+  if (ledger.descriptor.device_uuid != pool.state_->device_uuid)
+    throw IpcError(IpcFailure::wrong_device, std::string(what) + " refused: the ledger's device is not the pool's");
+  pool.state_->ledger.emplace(detail::AllocationLedger::open(std::move(ledger.file)));
+  return pool;
 }
 
 ImportedPool::ImportedPool(ImportedPool&&) noexcept = default;
@@ -286,6 +317,12 @@ detail::Ref<detail::Allocation> ImportedPool::import_bytes(StreamRef stream, con
     throw IpcError(IpcFailure::wrong_size, std::string(what) + " refused: the descriptor shares " +
                                                std::to_string(desc.bytes) + " bytes, not " + std::to_string(count) +
                                                " elements of " + std::to_string(element_bytes) + " bytes");
+  // The driver imports an allocation its producer already freed: the ledger tells.
+  if (state_->ledger && !state_->ledger->live({desc.ledger_slot, desc.ledger_generation}))
+    throw IpcError(IpcFailure::stale, std::string(what) + " refused: the producer freed that allocation (its pool's "
+                                                            "ledger no longer holds slot " +
+                                          std::to_string(desc.ledger_slot) + " at generation " +
+                                          std::to_string(desc.ledger_generation) + ")");
   Resource res = detail::pool_resource(state_->pool, d);
   check_not_poisoned(cu.MemPoolImportPointer.name(), res);
   detail::make_device_current(d);

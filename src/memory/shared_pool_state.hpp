@@ -7,11 +7,13 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "cudakit/device.hpp"
 #include "cudakit/ipc_channel.hpp"
 #include "cudakit/ipc_descriptor.hpp"
+#include "memory/allocation_ledger.hpp"
 
 namespace cudakit::detail {
 
@@ -25,6 +27,9 @@ struct SharedPoolState {
   // A made pool's shareable handle, exported once when it is made and kept for its life:
   // the driver exports an allocation only from a pool already shared.
   FileDescriptor exported;
+  // Which allocations are live: the producer's, written as it allocates and frees; an
+  // importer's, mapped read-only when it came with the pool (ImportedPool::receive).
+  std::optional<AllocationLedger> ledger;
   ~SharedPoolState();
 };
 

@@ -84,6 +84,10 @@ IpcDescriptor sample_descriptor(IpcKind kind) {
     d.payload_bytes = 64;
     for (std::size_t i = 0; i < 64; ++i) d.payload[i] = static_cast<std::uint8_t>(i * 7 + 1);
   }
+  if (kind == IpcKind::pool_allocation) {
+    d.ledger_slot = 3;
+    d.ledger_generation = 5;
+  }
   return d;
 }
 
@@ -96,7 +100,8 @@ std::string parse_error(const Bytes& b, std::size_t size = IpcDescriptor::encode
 // ---- the descriptor's parser (no driver) ----
 
 TEST(IpcDescriptorTest, EveryKindRoundTrips) {
-  for (IpcKind kind : {IpcKind::memory_pool, IpcKind::pool_allocation, IpcKind::virtual_memory, IpcKind::event}) {
+  for (IpcKind kind : {IpcKind::memory_pool, IpcKind::pool_allocation, IpcKind::virtual_memory, IpcKind::event,
+                       IpcKind::allocation_ledger}) {
     IpcDescriptor d = sample_descriptor(kind);
     if (kind == IpcKind::virtual_memory) d.allocation_bytes = 8192;
     IpcDescriptor back = parse_ipc_descriptor(encode_ipc_descriptor(d));
@@ -106,6 +111,8 @@ TEST(IpcDescriptorTest, EveryKindRoundTrips) {
     EXPECT_EQ(back.device_uuid, d.device_uuid);
     EXPECT_EQ(back.payload_bytes, d.payload_bytes);
     EXPECT_EQ(back.payload, d.payload);
+    EXPECT_EQ(back.ledger_slot, d.ledger_slot);
+    EXPECT_EQ(back.ledger_generation, d.ledger_generation);
   }
 }
 
@@ -126,8 +133,11 @@ TEST(IpcDescriptorTest, RefusesEachBrokenRuleByName) {
   set(b, 10, 9, 2);
   EXPECT_NE(parse_error(b).find("unknown kind 9"), std::string::npos);
   b = valid();
+  set(b, 52, 0, 4);
+  EXPECT_NE(parse_error(b).find("without its ledger generation"), std::string::npos);
+  b = encode_ipc_descriptor(sample_descriptor(IpcKind::memory_pool));
   set(b, 12, 1, 4);
-  EXPECT_NE(parse_error(b).find("reserved"), std::string::npos);
+  EXPECT_NE(parse_error(b).find("memory pool with a ledger entry"), std::string::npos);
   b = valid();
   set(b, 16, 0, 8);
   EXPECT_NE(parse_error(b).find("0 bytes"), std::string::npos);
@@ -468,6 +478,59 @@ TEST_F(IpcFakeTest, AForgedOrStaleDescriptorIsRefusedWithAClearError) {
   // Memory already freed by its producer.
   s.buffer.reset();
   EXPECT_EQ(failure_of([&] { imported.import<float>(s.stream, s.message(good), n); }), IpcFailure::stale);
+  s.stream.synchronize();
+}
+
+TEST_F(IpcFakeTest, ADescriptorOfAFreedAllocationIsStaleEvenWhenItsSlotWasReused) {
+  // The fake's driver, like the H200's, imports an allocation its producer freed: the
+  // refusal is the ledger's, checked before the driver is asked.
+  NoLeakedFiles no_leak;
+  SharedScene s;
+  ImportedPool imported = s.import_pool(s.device);
+  const IpcDescriptor first = s.pool.descriptor(s.buffer);
+  s.buffer.reset();
+  DeviceBuffer<float> next = s.pool.allocate<float>(s.stream, n, zeroed);
+  const IpcDescriptor second = s.pool.descriptor(next);
+  EXPECT_EQ(second.ledger_slot, first.ledger_slot) << "the freed slot is reused";
+  EXPECT_NE(second.ledger_generation, first.ledger_generation);
+  const int imports = fake().calls(driver::EntryId::MemPoolImportPointer);
+  const std::string message = ipc_message_of([&] { imported.import<float>(s.stream, s.message(first), n); });
+  EXPECT_NE(message.find("the producer freed that allocation"), std::string::npos) << message;
+  EXPECT_EQ(fake().calls(driver::EntryId::MemPoolImportPointer), imports) << "refused before the driver is asked";
+  ImportedBuffer<float> view = imported.import<float>(s.stream, s.message(second), n);
+  EXPECT_EQ(download(s.stream, view.span()), std::vector<float>(n, 0.0f));
+  view.release();
+  next.reset();
+  s.stream.synchronize();
+}
+
+TEST_F(IpcFakeTest, ALedgerThatIsNotASealedMemfdOfItsSizeIsRefused) {
+  NoLeakedFiles no_leak;
+  SharedScene s;
+  auto send_pool_and = [&](int ledger_file) {
+    IpcDescriptor ledger;
+    ledger.kind = IpcKind::allocation_ledger;
+    ledger.device_uuid = s.pool.descriptor().device_uuid;
+    s.channels.a.send(s.pool.descriptor(), s.pool.file().get());
+    s.channels.a.send(ledger, ledger_file);
+  };
+  // A memfd of the right size that can still shrink.
+  int unsealed = ::memfd_create("not-a-ledger", MFD_CLOEXEC);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(::ftruncate(unsealed, 1 << 20), 0);
+  send_pool_and(unsealed);
+  std::string message = ipc_message_of([&] { ImportedPool::receive(s.channels.b, s.device); });
+  EXPECT_NE(message.find("not sealed"), std::string::npos) << message;
+  // A sealed memfd of another size.
+  ASSERT_EQ(::ftruncate(unsealed, 4096), 0);
+  ::close(unsealed);
+  int small = ::memfd_create("small", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(::ftruncate(small, 4096), 0);
+  ASSERT_EQ(::fcntl(small, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+  send_pool_and(small);
+  ::close(small);
+  EXPECT_EQ(failure_of([&] { ImportedPool::receive(s.channels.b, s.device); }), IpcFailure::malformed);
+  s.buffer.reset();
   s.stream.synchronize();
 }
 

@@ -339,10 +339,12 @@ CUresult MemPoolImportPointer(CUdeviceptr* out, CUmemoryPool handle, CUmemPoolPt
   PoolExportData data{};
   std::memcpy(&data, in->reserved, sizeof data);
   const SharedHeader& h = *pool->file.header;
-  // Forged (another pool, no such slot, an extent the slot does not have) or stale (freed).
+  // Forged (another pool, no such slot, an extent the slot does not have). An allocation
+  // already freed is imported, as the driver does (the H200 imported one freed and
+  // trimmed away): whether it is live is for cudakit's ledger to tell.
   if (data.magic != pool_magic || data.pool_id != h.id || data.slot >= h.slot_count) return CUDA_ERROR_INVALID_VALUE;
   const Slot& slot = h.slots[data.slot];
-  if (!slot.live || slot.offset != data.offset || slot.bytes != data.bytes) return CUDA_ERROR_INVALID_VALUE;
+  if (slot.offset != data.offset || slot.bytes != data.bytes) return CUDA_ERROR_INVALID_VALUE;
   std::uintptr_t p = map_pool_memory(*pool, slot.offset, slot.bytes);
   if (p == 0) return CUDA_ERROR_OUT_OF_MEMORY;
   pool_mappings[p] = PoolMapping{pool, data.slot, slot.bytes};
