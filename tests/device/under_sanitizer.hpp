@@ -14,12 +14,14 @@ inline bool under_sanitizer() {
   return v != nullptr && std::string_view(v) == "1";
 }
 
-/// memcheck misreads memory that a stream-ordered allocation made shortly before a capture
-/// whose graph has a conditional node: the body's kernels are reported out of bounds at
-/// the base of the live allocation, and the tool then faults the context. On the H200
-/// (compute-sanitizer 2025.3) the same test without the tool, and with the allocations
-/// settled by a synchronize, reports nothing. So under the tool, a test settles its
-/// allocations before such a capture; without it, it does not (the path users take).
+/// memcheck can misread memory that a stream-ordered allocation made shortly before a
+/// capture whose graph has a conditional node: in a whole-suite run on the H200 it reported
+/// the loop body's kernels out of bounds at the base of a live allocation, and then the
+/// context faulted (a known limitation of the tool with conditional graphs; a synchronize
+/// between the allocation and the capture avoids it). The same tests under memcheck in a
+/// run of their own suites reported nothing, with and without the synchronize. So under the
+/// tool a test settles its allocations before such a capture; without it, it does not (the
+/// path users take).
 inline void settle_allocations_before_a_loop_capture(StreamRef stream) {
   if (under_sanitizer()) stream.synchronize();
 }

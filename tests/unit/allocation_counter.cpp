@@ -50,7 +50,26 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+// The aligned forms (Allocation is aligned to a cache line; the fake driver's memory to
+// 256 bytes, through the nothrow form): every one is replaced, so that no block made by
+// the library's operator new reaches this file's free.
 void* operator new(std::size_t n, std::align_val_t a) { return counted_aligned_allocation(n, a); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  try {
+    return counted_aligned_allocation(n, a);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  try {
+    return counted_aligned_allocation(n, a);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 void* operator new[](std::size_t n, std::align_val_t a) { return counted_aligned_allocation(n, a); }
 void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
