@@ -90,7 +90,9 @@ AllocationLedger::Entry AllocationLedger::enter() {
     free_.pop_back();
   } else if (next_unused_ < slots) {
     generations_.push_back(0);
-    free_.reserve(generations_.size());  // so that leave() never allocates
+    // So that leave() never allocates: room for every slot in use, grown as geometrically
+    // as generations_ itself.
+    if (free_.capacity() < generations_.size()) free_.reserve(generations_.capacity());
     slot = next_unused_++;
   } else {
     return {};
