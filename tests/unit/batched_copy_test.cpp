@@ -71,6 +71,31 @@ class CopyBatchTest : public testing::MemoryTest {
     MemoryTest::TearDown();
     detail::set_copy_kernel_image_for_testing({});
   }
+  /// Captures a batch of two H2D copies (each half of a pinned buffer to the other half of
+  /// a device buffer) through `path`, drops both buffers, and replays the graph: the graph
+  /// has `nodes` nodes, keeps both buffers, and copies what the host wrote after capture.
+  void capture_two_copies_and_replay(BatchPath path, std::size_t nodes) {
+    Stream s(dev());
+    auto in = std::make_unique<PinnedBuffer<float>>(64, zeroed);
+    auto d = std::make_unique<DeviceBuffer<float>>(s, 64, zeroed);
+    float* in_host = in->data();
+    const float* device_memory = d->data();
+    CopyBatch batch;
+    batch.add(in->span().first(32), d->last(32));
+    batch.add(in->span().last(32), d->first(32));
+    Graph g = capture_nonempty(s, [&] { batch.submit(s, path); });
+    EXPECT_EQ(g.node_count(), nodes);
+    in.reset();
+    d.reset();
+    EXPECT_EQ(fake().live("pinned host memory"), 1u);
+    EXPECT_EQ(fake().live("device memory"), 1u);
+    GraphExec exec = g.instantiate();
+    for (int i = 0; i < 64; ++i) in_host[i] = float(i + 1);
+    exec.launch(s);
+    s.synchronize();
+    EXPECT_EQ(device_memory[0], 33.0f);
+    EXPECT_EQ(device_memory[32], 1.0f);
+  }
   /// The kernel's module as one that lacks the kernel: the kernel is unavailable.
   void without_the_copy_kernel() {
     fake::FakeKernel other;
@@ -165,26 +190,7 @@ TEST_F(CopyBatchTest, AKernelBatchOnAnotherStreamWaitsForTheWriterAndItsReaderWa
 }
 
 TEST_F(CopyBatchTest, ACapturedKernelBatchIsOneNodeAndTheGraphKeepsTheBuffers) {
-  Stream s(dev());
-  auto in = std::make_unique<PinnedBuffer<float>>(64, zeroed);
-  auto d = std::make_unique<DeviceBuffer<float>>(s, 64, zeroed);
-  float* in_host = in->data();
-  const float* device_memory = d->data();
-  CopyBatch batch;
-  batch.add(in->span().first(32), d->last(32));
-  batch.add(in->span().last(32), d->first(32));
-  Graph g = capture_nonempty(s, [&] { batch.submit(s); });
-  EXPECT_EQ(g.node_count(), 1u);
-  in.reset();
-  d.reset();
-  EXPECT_EQ(fake().live("pinned host memory"), 1u);
-  EXPECT_EQ(fake().live("device memory"), 1u);
-  GraphExec exec = g.instantiate();
-  for (int i = 0; i < 64; ++i) in_host[i] = float(i + 1);
-  exec.launch(s);
-  s.synchronize();
-  EXPECT_EQ(device_memory[0], 33.0f);
-  EXPECT_EQ(device_memory[32], 1.0f);
+  capture_two_copies_and_replay(BatchPath::automatic, 1);
 }
 
 TEST_F(CopyBatchTest, OnePerCopyMovesTheSameBytes) {
@@ -223,26 +229,7 @@ TEST_F(CopyBatchTest, ABatchOnAnotherStreamWaitsForTheLastWriterOfItsSources) {
 }
 
 TEST_F(CopyBatchTest, ACapturedDriverBatchBecomesOneNodePerCopyAndTheGraphKeepsTheBuffers) {
-  Stream s(dev());
-  auto in = std::make_unique<PinnedBuffer<float>>(64, zeroed);
-  auto d = std::make_unique<DeviceBuffer<float>>(s, 64, zeroed);
-  float* in_host = in->data();
-  const float* device_memory = d->data();
-  CopyBatch batch;
-  batch.add(in->span().first(32), d->last(32));
-  batch.add(in->span().last(32), d->first(32));
-  Graph g = capture_nonempty(s, [&] { batch.submit(s, BatchPath::driver_batch); });
-  EXPECT_EQ(g.node_count(), 2u);
-  in.reset();
-  d.reset();
-  EXPECT_EQ(fake().live("pinned host memory"), 1u);
-  EXPECT_EQ(fake().live("device memory"), 1u);
-  GraphExec exec = g.instantiate();
-  for (int i = 0; i < 64; ++i) in_host[i] = float(i + 1);
-  exec.launch(s);
-  s.synchronize();
-  EXPECT_EQ(device_memory[0], 33.0f);
-  EXPECT_EQ(device_memory[32], 1.0f);
+  capture_two_copies_and_replay(BatchPath::driver_batch, 2);
 }
 
 TEST_F(CopyBatchTest, PageableMemoryOverlapsAndMixedDevicesAreRefusedWhenAdded) {
