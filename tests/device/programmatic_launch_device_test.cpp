@@ -133,10 +133,7 @@ class ProgrammaticLaunchGpuTest : public GpuTest {
 // compute-sanitizer runs kernels one at a time (the sanitize stage sets
 // CUDAKIT_TEST_UNDER_SANITIZER=1), so there a dependent never overlaps its predecessor:
 // that a skipped wait reads early is checked only where kernels can overlap.
-bool kernels_can_overlap() {
-  const char* v = std::getenv("CUDAKIT_TEST_UNDER_SANITIZER");
-  return v == nullptr || std::string(v) != "1";
-}
+bool kernels_can_overlap() { return !testing::under_sanitizer(); }
 
 TEST_F(ProgrammaticLaunchGpuTest, OnAStreamADependentThatSkipsTheWaitReadsPoisonAndOneThatWaitsIsRight) {
   Stream s(device());

@@ -38,6 +38,7 @@
 
 #include "cudakit/cudakit.hpp"
 #include "stream_gate_flag.h"
+#include "under_sanitizer.hpp"
 
 namespace cudakit::testing {
 
@@ -48,10 +49,7 @@ class StreamGate {
   using LaunchWait = std::function<void(StreamRef s, int* flag, long long max_cycles)>;
 
   /// Whether gates hold streams in this process: not under compute-sanitizer (see above).
-  static bool holds_streams() {
-    const char* v = std::getenv("CUDAKIT_TEST_UNDER_SANITIZER");
-    return v == nullptr || std::string(v) != "1";
-  }
+  static bool holds_streams() { return !under_sanitizer(); }
 
   /// How long the kernel waits at most by default: far longer than any test needs between
   /// holding and opening, under a sanitizer too.

@@ -36,6 +36,14 @@ void* counted_aligned_allocation(std::size_t n, std::align_val_t alignment) {
   if (void* p = std::aligned_alloc(a, (n + a - 1) / a * a + (n == 0 ? a : 0))) return p;
   throw std::bad_alloc();
 }
+
+void* counted_aligned_allocation_or_null(std::size_t n, std::align_val_t alignment) noexcept {
+  try {
+    return counted_aligned_allocation(n, alignment);
+  } catch (...) {
+    return nullptr;
+  }
+}
 }  // namespace
 
 // The command's launch benchmarks, linked into this binary, read this thread's count
@@ -55,18 +63,10 @@ void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 // the library's operator new reaches this file's free.
 void* operator new(std::size_t n, std::align_val_t a) { return counted_aligned_allocation(n, a); }
 void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  try {
-    return counted_aligned_allocation(n, a);
-  } catch (...) {
-    return nullptr;
-  }
+  return counted_aligned_allocation_or_null(n, a);
 }
 void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  try {
-    return counted_aligned_allocation(n, a);
-  } catch (...) {
-    return nullptr;
-  }
+  return counted_aligned_allocation_or_null(n, a);
 }
 void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
