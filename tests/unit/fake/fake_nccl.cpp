@@ -492,12 +492,16 @@ ncclResult_t CommAbort(ncclComm_t comm) {
     NcclComm* c = live(comm, "ncclCommAbort");
     if (c == nullptr) return ncclInvalidArgument;
     release = c->stalled;
-    ++N().abort_count;
     forget(c);
   }
   Driver& d = Driver::current();  // the aborted kernels end: their streams move on
-  std::lock_guard dl(d.mutex);
-  for (CUstream s : release) d.stalled.erase(s);
+  {
+    std::lock_guard dl(d.mutex);
+    for (CUstream s : release) d.stalled.erase(s);
+  }
+  // Counted once its streams move on, so a test that sees the count also sees them free.
+  std::lock_guard l(N().mutex);
+  ++N().abort_count;
   return ncclSuccess;
 }
 
