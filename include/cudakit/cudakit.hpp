@@ -5,6 +5,7 @@
 
 #include "cudakit/batched_copy.hpp"
 #include "cudakit/borrowed_kernel.hpp"
+#include "cudakit/buffer_views.hpp"
 #include "cudakit/capture.hpp"
 #include "cudakit/context.hpp"
 #include "cudakit/copy.hpp"

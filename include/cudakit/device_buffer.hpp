@@ -44,6 +44,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cudakit/buffer_views.hpp"
 #include "cudakit/export.hpp"
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/device_span.hpp"
@@ -73,14 +74,12 @@ CUDAKIT_API Ref<Allocation> allocate_from_resource(StreamRef stream, std::size_t
 /// reset() frees the memory stream-ordered after every stream that used it, never
 /// blocking the host.
 template <class T>
-class DeviceBuffer {
+class DeviceBuffer : public BufferViews<T, &detail::throw_moved_from_buffer> {
   static_assert(std::is_trivially_copyable_v<T> && !std::is_const_v<T>,
                 "DeviceBuffer holds non-const trivially copyable types");
+  using Views = BufferViews<T, &detail::throw_moved_from_buffer>;
 
  public:
-  /// The element type.
-  using value_type = T;
-
   /// An empty buffer: size 0, no memory; usable as an empty range (see above).
   DeviceBuffer() = default;
   /// `count` elements on `stream`'s device, allocated on `stream` (Allocator::pool) or
@@ -90,11 +89,11 @@ class DeviceBuffer {
   /// bytes overflow size_t, CaptureError when `stream` is capturing (allocate before the
   /// capture), EmptyHandle for an empty stream, DriverError otherwise.
   DeviceBuffer(StreamRef stream, std::size_t count, Uninitialized, Allocator allocator = Allocator::pool)
-      : allocation_(detail::allocate_device_memory(stream, bytes_for(count), false, allocator)), count_(count) {}
+      : Views(detail::allocate_device_memory(stream, Views::bytes_for("DeviceBuffer", count), false, allocator), count) {}
   /// The same, zero-filled on `stream` (the fill is stream-ordered: work on other
   /// streams waits for it like for any write).
   DeviceBuffer(StreamRef stream, std::size_t count, Zeroed, Allocator allocator = Allocator::pool)
-      : allocation_(detail::allocate_device_memory(stream, bytes_for(count), true, allocator)), count_(count) {}
+      : Views(detail::allocate_device_memory(stream, Views::bytes_for("DeviceBuffer", count), true, allocator), count) {}
 
   /// `count` elements from a memory resource (memory_resource.hpp), allocated on
   /// `stream` (allocate_async) and given back stream-ordered after every stream that used
@@ -103,99 +102,26 @@ class DeviceBuffer {
   /// through (PoolResource: OutOfMemory after trimming its pool once); a resource that
   /// returns null throws Error; CaptureError and EmptyHandle as above.
   DeviceBuffer(StreamRef stream, std::size_t count, Uninitialized, const MemoryResource& resource)
-      : allocation_(detail::allocate_from_resource(stream, bytes_for(count), false, resource)), count_(count) {}
+      : Views(detail::allocate_from_resource(stream, Views::bytes_for("DeviceBuffer", count), false, resource), count) {}
   /// The same, zero-filled on `stream`.
   DeviceBuffer(StreamRef stream, std::size_t count, Zeroed, const MemoryResource& resource)
-      : allocation_(detail::allocate_from_resource(stream, bytes_for(count), true, resource)), count_(count) {}
+      : Views(detail::allocate_from_resource(stream, Views::bytes_for("DeviceBuffer", count), true, resource), count) {}
   /// Internal: `count` elements over memory allocated elsewhere (a shareable pool, an
   /// import from another process), released as `allocation` says.
   DeviceBuffer(detail::Ref<detail::Allocation> allocation, std::size_t count) noexcept
-      : allocation_(std::move(allocation)), count_(count) {}
+      : Views(std::move(allocation), count) {}
 
   /// Takes `other`'s memory; `other` is then moved-from: its uses throw EmptyHandle.
-  DeviceBuffer(DeviceBuffer&& other) noexcept
-      : allocation_(std::move(other.allocation_)), count_(std::exchange(other.count_, 0)),
-        moved_from_(std::exchange(other.moved_from_, true)) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept = default;
   /// Frees this buffer's memory (as reset()) and takes `other`'s; `other` is then moved-from.
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-    if (this != &other) {
-      reset();
-      allocation_ = std::move(other.allocation_);
-      count_ = std::exchange(other.count_, 0);
-      moved_from_ = std::exchange(other.moved_from_, true);
-    }
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { reset(); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept = default;
 
-  /// The number of elements, the same in bytes, and whether it is 0.
-  std::size_t size() const noexcept { return count_; }
-  std::size_t size_bytes() const noexcept { return count_ * sizeof(T); }
-  bool empty() const noexcept { return count_ == 0; }
   /// False for an empty or moved-from buffer.
-  explicit operator bool() const noexcept { return allocation_ || count_ != 0; }
-
-  /// The device address (0 when empty), the same as a typed pointer for raw kernel
-  /// arguments and libraries (work through them is not tracked: order it yourself;
-  /// read-only from a const buffer), and the device's ordinal (-1 when empty or
-  /// moved-from). The address and pointer throw EmptyHandle for a moved-from buffer.
-  CUdeviceptr device_pointer() const { return address_of(usable_allocation()); }
-  T* data() { return reinterpret_cast<T*>(device_pointer()); }
-  const T* data() const { return reinterpret_cast<const T*>(device_pointer()); }
-  int device_ordinal() const noexcept { return allocation_ ? allocation_->device : -1; }
-
-  /// A view of the whole buffer (read-only from a const buffer), sharing its ordering;
-  /// EmptyHandle for a moved-from buffer. The subspan, first and last views are
-  /// DeviceSpan's, and throw InvalidArgument as they do when out of range.
-  DeviceSpan<T> span() { return {usable_allocation(), 0, count_}; }
-  DeviceSpan<const T> span() const { return {usable_allocation(), 0, count_}; }
-  operator DeviceSpan<T>() { return span(); }
-  operator DeviceSpan<const T>() const { return span(); }
-  DeviceSpan<T> subspan(std::size_t offset, std::size_t count) { return span().subspan(offset, count); }
-  DeviceSpan<const T> subspan(std::size_t offset, std::size_t count) const { return span().subspan(offset, count); }
-  DeviceSpan<T> subspan(std::size_t offset) { return span().subspan(offset); }
-  DeviceSpan<const T> subspan(std::size_t offset) const { return span().subspan(offset); }
-  DeviceSpan<T> first(std::size_t count) { return span().first(count); }
-  DeviceSpan<const T> first(std::size_t count) const { return span().first(count); }
-  DeviceSpan<T> last(std::size_t count) { return span().last(count); }
-  DeviceSpan<const T> last(std::size_t count) const { return span().last(count); }
+  explicit operator bool() const noexcept { return this->allocation_ || this->count_ != 0; }
 
   /// Frees the memory now (stream-ordered after every use) and leaves the buffer empty
   /// (usable as an empty range, also when it was moved from).
-  void reset() noexcept {
-    allocation_.reset();
-    count_ = 0;
-    moved_from_ = false;
-  }
-
-  /// Throws EmptyHandle when the buffer was moved from (see above).
-  void require_not_moved_from() const {
-    if (moved_from_) [[unlikely]]
-      detail::throw_moved_from_buffer();
-  }
-
-  /// Internal: the allocation (tracking state) behind the buffer; null when empty or
-  /// moved-from (never throws: for code that must not, such as destructors).
-  detail::Allocation* allocation() const noexcept { return allocation_.get(); }
-
- private:
-  // The allocation for a use: EmptyHandle when moved from, null when empty.
-  detail::Allocation* usable_allocation() const {
-    require_not_moved_from();
-    return allocation_.get();
-  }
-  static CUdeviceptr address_of(const detail::Allocation* a) noexcept { return a ? a->pointer : CUdeviceptr{0}; }
-  static std::size_t bytes_for(std::size_t count) {
-    if (count > static_cast<std::size_t>(-1) / sizeof(T))
-      throw InvalidArgument("DeviceBuffer of " + std::to_string(count) + " elements of " +
-                            std::to_string(sizeof(T)) + " bytes overflows size_t");
-    return count * sizeof(T);
-  }
-  detail::Ref<detail::Allocation> allocation_;
-  std::size_t count_ = 0;
-  bool moved_from_ = false;
+  void reset() noexcept { this->release(); }
 };
 
 }  // namespace cudakit

@@ -48,6 +48,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cudakit/buffer_views.hpp"
 #include "cudakit/export.hpp"
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/device.hpp"
@@ -78,44 +79,33 @@ CUDAKIT_API void allow_virtual_range_access(Allocation* range, int peer);
 
 /// Device memory that grows and shrinks without moving (see above). Move-only.
 template <class T>
-class GrowableBuffer {
+class GrowableBuffer : public BufferViews<T, &detail::throw_moved_from_growable_buffer> {
   static_assert(std::is_trivially_copyable_v<T> && !std::is_const_v<T>,
                 "GrowableBuffer holds non-const trivially copyable types");
+  using Views = BufferViews<T, &detail::throw_moved_from_growable_buffer>;
+  using Views::allocation_;
+  using Views::count_;
 
  public:
-  /// The element type.
-  using value_type = T;
-
   /// An empty buffer with no reservation (max_size() 0).
   GrowableBuffer() = default;
   /// Reserves addresses for `max_count` elements on `device`; none mapped, size 0.
   /// InvalidArgument for 0 elements or a size that overflows; FeatureUnavailable when the
   /// device lacks virtual memory management; OutOfMemory when no address range is left.
   GrowableBuffer(const Device& device, std::size_t max_count)
-      : allocation_(detail::reserve_virtual_range(device.ordinal(), bytes_for(max_count))),
+      : Views(detail::reserve_virtual_range(device.ordinal(), bytes_for(max_count)), 0),
         max_count_(detail::virtual_range_reserved(allocation_.get()) / sizeof(T)) {}
 
+  /// Takes `other`'s reservation; `other` is then moved-from: its uses throw EmptyHandle.
   GrowableBuffer(GrowableBuffer&& other) noexcept
-      : allocation_(std::move(other.allocation_)), count_(std::exchange(other.count_, 0)),
-        max_count_(std::exchange(other.max_count_, 0)), moved_from_(std::exchange(other.moved_from_, true)) {}
+      : Views(std::move(other)), max_count_(std::exchange(other.max_count_, 0)) {}
+  /// Gives this buffer's reservation back (as reset()) and takes `other`'s.
   GrowableBuffer& operator=(GrowableBuffer&& other) noexcept {
-    if (this != &other) {
-      reset();
-      allocation_ = std::move(other.allocation_);
-      count_ = std::exchange(other.count_, 0);
-      max_count_ = std::exchange(other.max_count_, 0);
-      moved_from_ = std::exchange(other.moved_from_, true);
-    }
+    Views::operator=(std::move(other));
+    max_count_ = std::exchange(other.max_count_, 0);
     return *this;
   }
-  GrowableBuffer(const GrowableBuffer&) = delete;
-  GrowableBuffer& operator=(const GrowableBuffer&) = delete;
-  ~GrowableBuffer() { reset(); }
 
-  /// Elements in use, the same in bytes, and whether none are.
-  std::size_t size() const noexcept { return count_; }
-  std::size_t size_bytes() const noexcept { return count_ * sizeof(T); }
-  bool empty() const noexcept { return count_ == 0; }
   /// Elements that fit in the memory mapped now (>= size()).
   std::size_t capacity() const noexcept {
     return allocation_ ? detail::virtual_range_mapped(allocation_.get()) / sizeof(T) : 0;
@@ -134,7 +124,7 @@ class GrowableBuffer {
   /// the buffer first). The address stays. OutOfMemory leaves the buffer as it was;
   /// InvalidArgument past max_size().
   void resize(std::size_t count) {
-    require_not_moved_from();
+    this->require_not_moved_from();
     if (count > max_count_) detail::throw_beyond_reservation("GrowableBuffer::resize", count, max_count_, sizeof(T));
     if (count > count_) detail::map_virtual_range(allocation_.get(), count * sizeof(T));
     else detail::unmap_virtual_range(allocation_.get(), count * sizeof(T));
@@ -143,74 +133,35 @@ class GrowableBuffer {
   /// Maps memory for `count` elements without changing the size (InvalidArgument past
   /// max_size(); OutOfMemory leaves the buffer as it was).
   void reserve(std::size_t count) {
-    require_not_moved_from();
+    this->require_not_moved_from();
     if (count > max_count_) detail::throw_beyond_reservation("GrowableBuffer::reserve", count, max_count_, sizeof(T));
     detail::map_virtual_range(allocation_.get(), count * sizeof(T));
   }
   /// Unmaps what the size does not need (waiting for the streams that used the buffer).
   void shrink_to_fit() {
-    require_not_moved_from();
+    this->require_not_moved_from();
     if (allocation_) detail::unmap_virtual_range(allocation_.get(), count_ * sizeof(T));
   }
   /// Gives `peer` access to this buffer's memory, now and as it grows. InvalidArgument
   /// unless enable_peer_access(peer, this buffer's device) succeeded first.
   void allow_access_from(const Device& peer) {
-    require_not_moved_from();
+    this->require_not_moved_from();
     if (allocation_) detail::allow_virtual_range_access(allocation_.get(), peer.ordinal());
   }
-
-  /// The device address (fixed for the buffer's life; 0 without a reservation), as a
-  /// typed pointer, and the device's ordinal (-1 without one).
-  CUdeviceptr device_pointer() const { return usable_allocation() ? allocation_->pointer : CUdeviceptr{0}; }
-  T* data() { return reinterpret_cast<T*>(device_pointer()); }
-  const T* data() const { return reinterpret_cast<const T*>(device_pointer()); }
-  int device_ordinal() const noexcept { return allocation_ ? allocation_->device : -1; }
-
-  /// A view of the elements in use now, sharing the buffer's ordering (see above).
-  DeviceSpan<T> span() { return {usable_allocation(), 0, count_}; }
-  DeviceSpan<const T> span() const { return {usable_allocation(), 0, count_}; }
-  operator DeviceSpan<T>() { return span(); }
-  operator DeviceSpan<const T>() const { return span(); }
-  DeviceSpan<T> subspan(std::size_t offset, std::size_t count) { return span().subspan(offset, count); }
-  DeviceSpan<const T> subspan(std::size_t offset, std::size_t count) const { return span().subspan(offset, count); }
-  DeviceSpan<T> first(std::size_t count) { return span().first(count); }
-  DeviceSpan<const T> first(std::size_t count) const { return span().first(count); }
-  DeviceSpan<T> last(std::size_t count) { return span().last(count); }
-  DeviceSpan<const T> last(std::size_t count) const { return span().last(count); }
 
   /// Gives everything back (after every stream and graph that used it) and leaves the
   /// buffer empty, without a reservation.
   void reset() noexcept {
-    allocation_.reset();
-    count_ = 0;
+    this->release();
     max_count_ = 0;
-    moved_from_ = false;
   }
-
-  /// Throws EmptyHandle when the buffer was moved from.
-  void require_not_moved_from() const {
-    if (moved_from_) [[unlikely]]
-      detail::throw_moved_from_growable_buffer();
-  }
-  /// Internal: the allocation (tracking state) behind the buffer; null without one.
-  detail::Allocation* allocation() const noexcept { return allocation_.get(); }
 
  private:
-  detail::Allocation* usable_allocation() const {
-    require_not_moved_from();
-    return allocation_.get();
-  }
   static std::size_t bytes_for(std::size_t count) {
     if (count == 0) throw InvalidArgument("GrowableBuffer: a reservation of 0 elements (reserve at least one)");
-    if (count > static_cast<std::size_t>(-1) / sizeof(T))
-      throw InvalidArgument("GrowableBuffer of " + std::to_string(count) + " elements of " + std::to_string(sizeof(T)) +
-                            " bytes overflows size_t");
-    return count * sizeof(T);
+    return Views::bytes_for("GrowableBuffer", count);
   }
-  detail::Ref<detail::Allocation> allocation_;
-  std::size_t count_ = 0;
   std::size_t max_count_ = 0;
-  bool moved_from_ = false;
 };
 
 }  // namespace cudakit

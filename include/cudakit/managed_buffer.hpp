@@ -36,6 +36,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cudakit/buffer_views.hpp"
 #include "cudakit/export.hpp"
 #include "cudakit/detail/allocation.hpp"
 #include "cudakit/device.hpp"
@@ -78,14 +79,15 @@ CUDAKIT_API void advise_managed(const Allocation* allocation, CUdeviceptr pointe
 
 /// Owns `size()` elements of T in managed memory (see above). Move-only.
 template <class T>
-class ManagedBuffer {
+class ManagedBuffer : public BufferViews<T, &detail::throw_moved_from_managed_buffer> {
   static_assert(std::is_trivially_copyable_v<T> && !std::is_const_v<T>,
                 "ManagedBuffer holds non-const trivially copyable types");
+  using Views = BufferViews<T, &detail::throw_moved_from_managed_buffer>;
+  using Views::allocation_;
+  using Views::count_;
+  using Views::usable_allocation;
 
  public:
-  /// The element type.
-  using value_type = T;
-
   /// An empty buffer.
   ManagedBuffer() = default;
   /// `count` elements for `stream`'s device, left as the driver gives them (or zero-filled
@@ -93,45 +95,24 @@ class ManagedBuffer {
   /// than its free memory and `options` do not allow oversubscription; InvalidArgument
   /// when the bytes overflow; FeatureUnavailable when the device has no managed memory.
   ManagedBuffer(StreamRef stream, std::size_t count, Uninitialized, ManagedOptions options = {})
-      : allocation_(detail::allocate_managed_memory(stream, bytes_for(count), false, options)), count_(count) {}
+      : Views(detail::allocate_managed_memory(stream, Views::bytes_for("ManagedBuffer", count), false, options), count) {}
   /// The same, zero-filled on `stream`.
   ManagedBuffer(StreamRef stream, std::size_t count, Zeroed, ManagedOptions options = {})
-      : allocation_(detail::allocate_managed_memory(stream, bytes_for(count), true, options)), count_(count) {}
+      : Views(detail::allocate_managed_memory(stream, Views::bytes_for("ManagedBuffer", count), true, options), count) {}
 
-  ManagedBuffer(ManagedBuffer&& other) noexcept
-      : allocation_(std::move(other.allocation_)), count_(std::exchange(other.count_, 0)),
-        moved_from_(std::exchange(other.moved_from_, true)) {}
-  ManagedBuffer& operator=(ManagedBuffer&& other) noexcept {
-    if (this != &other) {
-      reset();
-      allocation_ = std::move(other.allocation_);
-      count_ = std::exchange(other.count_, 0);
-      moved_from_ = std::exchange(other.moved_from_, true);
-    }
-    return *this;
-  }
-  ManagedBuffer(const ManagedBuffer&) = delete;
-  ManagedBuffer& operator=(const ManagedBuffer&) = delete;
-  ~ManagedBuffer() { reset(); }
+  /// Takes `other`'s memory; `other` is then moved-from: its uses throw EmptyHandle.
+  ManagedBuffer(ManagedBuffer&& other) noexcept = default;
+  /// Frees this buffer's memory (as reset()) and takes `other`'s.
+  ManagedBuffer& operator=(ManagedBuffer&& other) noexcept = default;
 
-  /// The number of elements, the same in bytes, whether it is 0, and whether the buffer
-  /// holds memory.
-  std::size_t size() const noexcept { return count_; }
-  std::size_t size_bytes() const noexcept { return count_ * sizeof(T); }
-  bool empty() const noexcept { return count_ == 0; }
+  /// Whether the buffer holds memory. Its address (device_pointer(), data()) is the one
+  /// every device and the host use.
   explicit operator bool() const noexcept { return allocation_ || count_ != 0; }
-
-  /// The address every device and the host use (0 when empty), typed, and the device it
-  /// was made for (-1 when empty).
-  CUdeviceptr device_pointer() const { return usable_allocation() ? allocation_->pointer : CUdeviceptr{0}; }
-  T* data() { return reinterpret_cast<T*>(device_pointer()); }
-  const T* data() const { return reinterpret_cast<const T*>(device_pointer()); }
-  int device_ordinal() const noexcept { return allocation_ ? allocation_->device : -1; }
 
   /// The elements as host memory. Touch them only once the streams that used the buffer
   /// finished (wait_for_users()); the pages migrate to the host on first touch.
-  std::span<T> host() { return {data(), count_}; }
-  std::span<const T> host() const { return {data(), count_}; }
+  std::span<T> host() { return {this->data(), count_}; }
+  std::span<const T> host() const { return {this->data(), count_}; }
   /// Blocks until every stream that used the buffer finished the work submitted so far.
   void wait_for_users() const {
     if (usable_allocation()) allocation_->synchronize_users();
@@ -143,52 +124,20 @@ class ManagedBuffer {
   void prefetch_to_host(StreamRef stream) { prefetch(stream, -1); }
   /// Tells the driver how the elements are used, for `device` (the buffer's own where the
   /// advice names none) or the host. Not stream-ordered: it takes effect at once.
-  void advise(ManagedAdvice advice) { detail::advise_managed(usable_allocation(), device_pointer(), size_bytes(), advice, device_ordinal()); }
+  void advise(ManagedAdvice advice) { detail::advise_managed(usable_allocation(), this->device_pointer(), this->size_bytes(), advice, this->device_ordinal()); }
   void advise(ManagedAdvice advice, const Device& device) {
-    detail::advise_managed(usable_allocation(), device_pointer(), size_bytes(), advice, device.ordinal());
+    detail::advise_managed(usable_allocation(), this->device_pointer(), this->size_bytes(), advice, device.ordinal());
   }
   /// The same advice for the host.
-  void advise_host(ManagedAdvice advice) { detail::advise_managed(usable_allocation(), device_pointer(), size_bytes(), advice, -1); }
-
-  /// A view of the whole buffer, sharing its ordering.
-  DeviceSpan<T> span() { return {usable_allocation(), 0, count_}; }
-  DeviceSpan<const T> span() const { return {usable_allocation(), 0, count_}; }
-  operator DeviceSpan<T>() { return span(); }
-  operator DeviceSpan<const T>() const { return span(); }
-  DeviceSpan<T> subspan(std::size_t offset, std::size_t count) { return span().subspan(offset, count); }
-  DeviceSpan<const T> subspan(std::size_t offset, std::size_t count) const { return span().subspan(offset, count); }
+  void advise_host(ManagedAdvice advice) { detail::advise_managed(usable_allocation(), this->device_pointer(), this->size_bytes(), advice, -1); }
 
   /// Frees the memory (after every stream that used it) and leaves the buffer empty.
-  void reset() noexcept {
-    allocation_.reset();
-    count_ = 0;
-    moved_from_ = false;
-  }
-  /// Throws EmptyHandle when the buffer was moved from.
-  void require_not_moved_from() const {
-    if (moved_from_) [[unlikely]]
-      detail::throw_moved_from_managed_buffer();
-  }
-  /// Internal: the allocation (tracking state); null when empty.
-  detail::Allocation* allocation() const noexcept { return allocation_.get(); }
+  void reset() noexcept { this->release(); }
 
  private:
   void prefetch(StreamRef stream, int device) {
-    detail::prefetch_managed(usable_allocation(), device_pointer(), size_bytes(), stream, device);
+    detail::prefetch_managed(usable_allocation(), this->device_pointer(), this->size_bytes(), stream, device);
   }
-  detail::Allocation* usable_allocation() const {
-    require_not_moved_from();
-    return allocation_.get();
-  }
-  static std::size_t bytes_for(std::size_t count) {
-    if (count > static_cast<std::size_t>(-1) / sizeof(T))
-      throw InvalidArgument("ManagedBuffer of " + std::to_string(count) + " elements of " + std::to_string(sizeof(T)) +
-                            " bytes overflows size_t");
-    return count * sizeof(T);
-  }
-  detail::Ref<detail::Allocation> allocation_;
-  std::size_t count_ = 0;
-  bool moved_from_ = false;
 };
 
 }  // namespace cudakit

@@ -88,6 +88,7 @@ const std::map<std::string, std::string> public_header_layer = {
     {"tracking.hpp", "memory"},
     {"memory_init.hpp", "memory"},
     {"device_span.hpp", "memory"},
+    {"buffer_views.hpp", "memory"},
     {"device_buffer.hpp", "memory"},
     {"pinned_buffer.hpp", "memory"},
     {"host_registration.hpp", "memory"},
