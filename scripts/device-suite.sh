@@ -10,16 +10,22 @@
 # machine spends no time compiling. Full logs go to $OUT (logs.tgz plus the key files);
 # a short summary is printed last.
 #
-#   scripts/device-suite.sh [--bundle DIR] [--skip STAGE]... [--only STAGE]...
+#   scripts/device-suite.sh [--bundle DIR] [--build-if-needed] [--skip STAGE]... [--only STAGE]...
+#   --build-if-needed: when the bundle is missing or does not run on this machine (one
+#   built elsewhere may need other system libraries), build one here first
+#   (scripts/make-bundle.sh, without the unit tests; CUDAKIT_KERNEL_ARCHS, e.g. 90,
+#   shortens the build).
 #   stages: info tests examples sanitize-examples nccl doctor ptx-jit bench peers decoder sanitize
 #   (and blas, run only when named with --only: the cuBLAS bench group at 41 rounds)
 set -uo pipefail
 
 bundle=build/device-bundle
+build_if_needed=0
 declare -A skip=() only=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) bundle=$2; shift 2 ;;
+    --build-if-needed) build_if_needed=1; shift ;;
     --skip) skip[$2]=1; shift 2 ;;
     --only) only[$2]=1; shift 2 ;;
     *) echo "device-suite: unknown option $1" >&2; exit 3 ;;
@@ -38,6 +44,23 @@ summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 
 note "cudakit device suite, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+if ! "$bundle/cudakit" --version >"$logs/bundle-check.txt" 2>&1; then
+  if [ $build_if_needed -eq 0 ]; then
+    note "bundle: $bundle/cudakit does not run here ($(tail -1 "$logs/bundle-check.txt")); build one with scripts/make-bundle.sh or pass --build-if-needed"
+    exit 2
+  fi
+  note "bundle: $bundle does not run here ($(tail -1 "$logs/bundle-check.txt")): building one"
+  start=$(date +%s)
+  if ! scripts/make-bundle.sh --no-unit-tests >"$logs/make-bundle.txt" 2>&1; then
+    note "bundle: the build failed after $(( $(date +%s) - start )) s (logs/make-bundle.txt)"
+    tail -20 "$logs/make-bundle.txt"
+    exit 2
+  fi
+  bundle=build/device-bundle
+  export LD_LIBRARY_PATH=$bundle/lib:${LD_LIBRARY_PATH:-}
+  note "bundle: built in $(( $(date +%s) - start )) s"
+fi
+note "bundle: $bundle ($("$bundle/cudakit" --version 2>&1))"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader >"$logs/nvidia-smi.txt" 2>&1
 note "gpu: $(head -1 "$logs/nvidia-smi.txt")"
 

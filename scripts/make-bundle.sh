@@ -25,7 +25,8 @@ done
 # The examples folder's own "all" (Ninja's per-folder target) builds every example.
 targets=(cudakit_tool cudakit_device_tests cudakit_profiler_tests cudakit_nvtx_recorder examples/all)
 [ $unit_tests -eq 1 ] && targets+=(cudakit_unit_tests)
-if [ "$build" = build ]; then cmake --preset default >/dev/null; fi
+# CUDAKIT_KERNEL_ARCHS in the environment (e.g. 90) narrows the kernels built in build/.
+if [ "$build" = build ]; then cmake --preset default ${CUDAKIT_KERNEL_ARCHS:+-DCUDAKIT_KERNEL_ARCHS=$CUDAKIT_KERNEL_ARCHS} >/dev/null; fi
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >"$build/build.log" 2>&1 ||
   { tail -40 "$build/build.log"; exit 1; }
 b=$build/device-bundle
