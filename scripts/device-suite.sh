@@ -16,7 +16,8 @@
 #   (scripts/make-bundle.sh, without the unit tests; CUDAKIT_KERNEL_ARCHS, e.g. 90,
 #   shortens the build).
 #   stages: info tests examples sanitize-examples nccl doctor ptx-jit bench peers decoder sanitize
-#   (and blas, run only when named with --only: the cuBLAS bench group at 41 rounds)
+#   (and, run only when named with --only: blas, the cuBLAS bench group at 41 rounds;
+#   profile, the decoder's graph-cache step kernel by kernel under ncu)
 set -uo pipefail
 
 bundle=build/device-bundle
@@ -260,6 +261,20 @@ PY
   if [ -f "$out/decoder/decoder.txt" ]; then sed -n '/^goals/,$p' "$out/decoder/decoder.txt" >>"$summary"
   else tail -15 "$logs/decoder.txt" >>"$summary"; fi
   rm -f "$out/decoder/weights.safetensors"
+fi
+
+# The decoder's step kernel by kernel (bench/decoder_profile.py): Nsight Compute's time
+# and DRAM reads of each kernel of the graph cache's replays at batch PROFILE_BATCH
+# (default 1), beside the streaming floor. Only with --only profile.
+if [ -n "${only[profile]:-}" ] && [ -x "$bundle/examples/decoder" ]; then
+  start=$(date +%s)
+  timeout "${PROFILE_TIMEOUT:-420}" python3 bench/decoder_profile.py --decoder "$bundle/examples/decoder" \
+    --out "$out/profile" --batch "${PROFILE_BATCH:-1}" >"$logs/profile.txt" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  note "profile: exit $rc, $(( $(date +%s) - start )) s"
+  head -40 "$logs/profile.txt" >>"$summary"
+  rm -rf "$out/profile/data" "$out/profile/check.safetensors"
 fi
 
 if want sanitize && command -v compute-sanitizer >/dev/null; then
