@@ -2,7 +2,7 @@
 """Which kernels bound the decoder's step: Nsight Compute over its graph-cache replays.
 
 Runs the decoder example under ncu, profiling only kernels inside the graph cache's
-replays (cudakit's NVTX range "graph cache hit"), skipping the first ones (warm-up and
+replays (cudakit's NVTX range "graph cache: hit"), skipping the first ones (warm-up and
 the first generation's prompt) and profiling a window of whole steps. Each kernel's time
 and DRAM traffic are then summed by kernel name and set beside the streaming floor: the
 time the step's DRAM reads would take at the streaming rate the decoder itself measures
@@ -192,6 +192,8 @@ def main():
     ap.add_argument("--steps", type=int, default=8, help="decode steps the decoder runs per generation")
     ap.add_argument("--skip", type=int, default=300, help="graph-cache kernels left unprofiled first")
     ap.add_argument("--count", type=int, default=240, help="graph-cache kernels profiled (whole steps)")
+    ap.add_argument("--nvtx-include", default="cudakit@graph cache: hit/",
+                    help="ncu's NVTX filter: the graph cache's replays (cudakit's push/pop range); '' profiles all")
     ap.add_argument("--kernels-per-step", type=int, default=0,
                     help="kernels in one step (default: the period of the profiled launch sequence)")
     ap.add_argument("--self-test", action="store_true", help="check the parser and the summary, no GPU")
@@ -208,9 +210,9 @@ def main():
             print(f"decoder_profile: FAILED: decoder write-inputs (see {log})")
             return 1
     report = os.path.join(a.out, "decoder")
-    rc = run([a.ncu, "--nvtx", "--nvtx-include", "cudakit@graph cache hit/", "--launch-skip", str(a.skip),
-              "--launch-count", str(a.count), "--metrics", ",".join(METRICS), "-f", "-o", report,
-              a.decoder, "run", "--weights", os.path.join(data, "weights.safetensors"), "--inputs",
+    nvtx = ["--nvtx", "--nvtx-include", a.nvtx_include] if a.nvtx_include else []
+    rc = run([a.ncu, *nvtx, "--launch-skip", str(a.skip), "--launch-count", str(a.count), "--metrics",
+              ",".join(METRICS), "-f", "-o", report, a.decoder, "run", "--weights", os.path.join(data, "weights.safetensors"), "--inputs",
               os.path.join(data, "inputs.safetensors"), "--json", os.path.join(a.out, "run.json"), "--check",
               os.path.join(a.out, "check.safetensors"), "--batches", str(a.batch), "--steps", str(a.steps),
               "--rounds", "1", "--sessions", "1"], log)
@@ -221,7 +223,14 @@ def main():
                                "base", "--metrics", ",".join(METRICS)], capture_output=True, text=True)
     with open(os.path.join(a.out, "raw.csv"), "w") as f:
         f.write(imported.stdout)
-    kernels = parse_raw_csv(imported.stdout)
+    try:
+        kernels = parse_raw_csv(imported.stdout)
+    except ValueError as e:
+        print(f"decoder_profile: FAILED: {e} (ncu --import exit {imported.returncode}: {imported.stderr.strip()[:300]})")
+        return 1
+    if not kernels:
+        print(f"decoder_profile: FAILED: no kernel matched (NVTX filter {a.nvtx_include!r}, skip {a.skip}; see {log})")
+        return 1
     floor = DEFAULT_FLOOR_BYTES_PER_S
     try:
         with open(os.path.join(a.out, "run.json")) as f:
