@@ -178,7 +178,9 @@ def table(merged):
                  f"prompt {r['cudakit']['prompt_length']}, {r['cudakit']['generated_tokens']} generated tokens, "
                  f"{r['cudakit']['rounds']} rounds (medians)")
     lines.append(f"cudakit: programmatic dependent launch {r['cudakit'].get('programmatic_dependent_launch')}, "
-                 f"small-batch GEMV {r['cudakit'].get('small_batch_gemv')} (CUDAKIT_DECODER_PDL, CUDAKIT_DECODER_GEMV)")
+                 f"early triggers {r['cudakit'].get('early_trigger')}, "
+                 f"small-batch GEMV {r['cudakit'].get('small_batch_gemv')} "
+                 f"(CUDAKIT_DECODER_PDL, CUDAKIT_DECODER_EARLY_TRIGGER, CUDAKIT_DECODER_GEMV)")
     lines.append("")
     lines.append(f"{'batch':>5}  {'arm':<24} {'tokens/s':>10} {'step p50 us':>12} {'step p99 us':>12} "
                  f"{'first step ms':>14}")

@@ -18,10 +18,24 @@ namespace {
 // Every kernel may be launched as a programmatic dependent of the kernel before it
 // (Kernels::programmatic): its blocks then start while that kernel finishes, and wait for
 // it (cudakit::device::wait_for_predecessors) before their first read of memory, so the
-// launch latency overlaps the predecessor's tail and nothing is read early.
+// launch latency overlaps the predecessor's tail and nothing is read early. Only the
+// GEMV's weights, which no kernel writes, are read before the wait.
+//
+// With EARLY_TRIGGER (the default; CUDAKIT_DECODER_EARLY_TRIGGER=0 turns it off), every
+// kernel lets its dependent launch as soon as all of its own blocks run
+// (LET_DEPENDENTS_LAUNCH at its start), so the next GEMV's blocks start and put their
+// weight reads in flight while this kernel still computes: the weights stream across the
+// kernel boundaries instead of pausing at each one. The order stays the wait's: a
+// dependent waits for its predecessor's completion, and that one waited for its own.
 constexpr const char* source = R"kernels(
 #include "cudakit/device/programmatic_launch.cuh"
 #include "cudakit/device/graph_condition.cuh"
+
+#if EARLY_TRIGGER
+#define LET_DEPENDENTS_LAUNCH() cudakit::device::trigger_dependents()
+#else
+#define LET_DEPENDENTS_LAUNCH()
+#endif
 
 typedef unsigned short bf16;
 
@@ -107,6 +121,7 @@ __device__ uint4 layer_norm_row(const float* x, const bf16* gamma, const bf16* b
 extern "C" __global__ void embed_layer_norm(const int* tokens, const int* position, const bf16* token_embedding,
                                             const bf16* position_embedding, const bf16* gamma, const bf16* beta,
                                             bf16* x, bf16* normed, int rows_per_sequence) {
+  LET_DEPENDENTS_LAUNCH();
   cudakit::device::wait_for_predecessors();
   const int row = blockIdx.x;
   const long long token = tokens[row];
@@ -123,6 +138,7 @@ extern "C" __global__ void embed_layer_norm(const int* tokens, const int* positi
 // prompt's length times D_MODEL for the last token of each prompt.
 extern "C" __global__ void layer_norm(const bf16* x, int row_stride, const bf16* gamma, const bf16* beta,
                                       bf16* normed) {
+  LET_DEPENDENTS_LAUNCH();
   cudakit::device::wait_for_predecessors();
   const int row = blockIdx.x;
   float v[8];
@@ -142,6 +158,7 @@ extern "C" __global__ void layer_norm(const bf16* x, int row_stride, const bf16*
 extern "C" __global__ void __launch_bounds__(DECODE_THREADS)
 decode_attention(const bf16* qkv, bf16* key_cache, bf16* value_cache, const int* position, bf16* out,
                  int max_positions) {
+  LET_DEPENDENTS_LAUNCH();
   cudakit::device::wait_for_predecessors();
   __shared__ float probabilities[MAX_POSITIONS];
   __shared__ float scratch[WARP];
@@ -316,6 +333,7 @@ prefill_attention(const bf16* qkv, bf16* key_cache, bf16* value_cache, bf16* out
 #define ARGMAX_THREADS 256
 extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
 argmax_tokens(const float* logits, int vocab, int* next_tokens, int* position, int advance) {
+  LET_DEPENDENTS_LAUNCH();
   cudakit::device::wait_for_predecessors();
   __shared__ float best_values[ARGMAX_THREADS / WARP];
   __shared__ int best_indices[ARGMAX_THREADS / WARP];
@@ -349,23 +367,47 @@ argmax_tokens(const float* logits, int vocab, int* next_tokens, int* position, i
 // The small-batch GEMM of a decode step, y = epilogue(x · Wᵀ + b), for at most
 // GEMV_MAX_ROWS rows: a weight-streaming GEMV (the rows of x are few, so each weight is
 // read once and used for every row). W is [n][k] row-major, read in 16-byte words;
-// x is staged in shared memory as bf16 (at most 8 · 3072 · 2 = 48 KiB), optionally
-// layer-normed on the way in (gamma non-null: x is the residual stream, the layer norm
-// of the next layer fused into its first GEMM). `group` warps share each output
+// x is staged in shared memory as bf16 (here at most 8 rows · 4096 · 2 bytes = 64 KiB),
+// optionally layer-normed on the way in (gamma non-null: x is the residual stream, the
+// layer norm of the next layer fused into its first GEMM). `group` warps share each output
 // column (a split of k inside the block, summed through shared memory), so that even a
 // 768-wide output fills the multiprocessors (768 / (8 / 4) = 384 blocks). The epilogue
 // is cuBLASLt's: the fp32 sum plus the bias, plus the residual (residual non-null; it may
 // be `out` itself), then GELU (gelu non-zero), rounded to bf16 once.
+// Each lane's first GEMV_AHEAD weight words are loaded before the wait (for every matrix
+// of this model that is all of them: the down-projection's 4096-wide rows, 4 warps a
+// column, give a lane 4 words), so the weights stream while the kernel before still runs. The per-row sums are indexed by constants only (loops up
+// to GEMV_MAX_ROWS, unrolled, guarded by `rows`), so they stay in registers.
 #define GEMV_THREADS 256
 #define GEMV_WARPS (GEMV_THREADS / WARP)
 #define GEMV_MAX_ROWS 8
+#define GEMV_AHEAD 4
+
+// acc[r] += the dot product of one weight word with word c of each staged row of x.
+__device__ __forceinline__ void gemv_accumulate(uint4 weight_word, const uint4* staged, int words, int c, int rows,
+                                                float (&acc)[GEMV_MAX_ROWS]) {
+  float wv[8];
+  unpack8(weight_word, wv);
+#pragma unroll
+  for (int r = 0; r < GEMV_MAX_ROWS; ++r) {
+    if (r < rows) {
+      float xv[8];
+      unpack8(staged[r * words + c], xv);
+      float sum = 0.0f;
+      for (int j = 0; j < 8; ++j) sum += wv[j] * xv[j];
+      acc[r] += sum;
+    }
+  }
+}
 
 __device__ __forceinline__ float gelu_tanh(float v) {
   const float inner = 0.7978845608028654f * (v + 0.044715f * v * v * v);
   return 0.5f * v * (1.0f + tanhf(inner));
 }
 
-extern "C" __global__ void __launch_bounds__(GEMV_THREADS)
+// At least 5 blocks a multiprocessor (at most 48 registers a thread): holding the words
+// ahead costs no occupancy against the GEMV without them.
+extern "C" __global__ void __launch_bounds__(GEMV_THREADS, 5)
 gemv_bias(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, const bf16* residual,
           bf16* out, int rows, int n, int k, int group, int gelu) {
   extern __shared__ uint4 staged[];  // [rows][k / 8]
@@ -377,11 +419,16 @@ gemv_bias(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, con
   const int member = warp % group;  // this warp's share of k
   const uint4* weights = reinterpret_cast<const uint4*>(w + (long long)(column < n ? column : 0) * k);
 
-  // The weights depend on nothing earlier in the step: their first words are in flight
-  // before the wait for the kernel that wrote x.
-  uint4 first = make_uint4(0, 0, 0, 0);
+  // The weights depend on nothing earlier in the step: they are in flight before the
+  // wait for the kernel that wrote x.
   const int start = member * WARP + lane, stride = group * WARP;
-  if (column < n && start < words) first = weights[start];
+  uint4 ahead[GEMV_AHEAD];
+#pragma unroll
+  for (int i = 0; i < GEMV_AHEAD; ++i) {
+    const int c = start + i * stride;
+    ahead[i] = column < n && c < words ? weights[c] : make_uint4(0, 0, 0, 0);
+  }
+  LET_DEPENDENTS_LAUNCH();
   cudakit::device::wait_for_predecessors();
 
   for (int i = tid; i < rows * words; i += GEMV_THREADS)
@@ -417,23 +464,23 @@ gemv_bias(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, con
   }
 
   float acc[GEMV_MAX_ROWS];
+#pragma unroll
   for (int r = 0; r < GEMV_MAX_ROWS; ++r) acc[r] = 0.0f;
   if (column < n) {
-    for (int c = start; c < words; c += stride) {
-      float wv[8];
-      unpack8(c == start ? first : weights[c], wv);
-      for (int r = 0; r < rows; ++r) {
-        float xv[8];
-        unpack8(staged[r * words + c], xv);
-        float sum = 0.0f;
-        for (int j = 0; j < 8; ++j) sum += wv[j] * xv[j];
-        acc[r] += sum;
-      }
+#pragma unroll
+    for (int i = 0; i < GEMV_AHEAD; ++i) {
+      const int c = start + i * stride;
+      if (c < words) gemv_accumulate(ahead[i], staged, words, c, rows, acc);
     }
+    for (int c = start + GEMV_AHEAD * stride; c < words; c += stride)
+      gemv_accumulate(weights[c], staged, words, c, rows, acc);
   }
-  for (int r = 0; r < rows; ++r) {
-    const float total = warp_sum(acc[r]);
-    if (lane == 0) partial[warp][r] = total;
+#pragma unroll
+  for (int r = 0; r < GEMV_MAX_ROWS; ++r) {
+    if (r < rows) {  // the same for every lane: the shuffles see the whole warp
+      const float total = warp_sum(acc[r]);
+      if (lane == 0) partial[warp][r] = total;
+    }
   }
   __syncthreads();
   cudakit::device::trigger_dependents();
@@ -485,18 +532,30 @@ std::string float_literal(float value) {
 
 }  // namespace
 
-Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
+cudakit::CompiledProgram Kernels::compile_program(const Config& config, bool early_trigger,
+                                                  cudakit::CompileOptions options) {
   if (config.head_dim != 64 || config.d_model % 8 != 0 || config.d_model / 8 > 1024 || config.vocab % 8 != 0)
     throw cudakit::InvalidArgument("decoder kernels: heads must be 64 wide, d_model a multiple of 8 up to 8192 and "
                                    "the vocabulary a multiple of 8");
-  cudakit::CompileOptions options;
   options.defines = {"D_MODEL=" + std::to_string(config.d_model), "N_HEADS=" + std::to_string(config.heads),
                      "MAX_POSITIONS=" + std::to_string(config.max_positions),
-                     "LAYER_NORM_EPS=" + float_literal(config.layer_norm_eps)};
+                     "LAYER_NORM_EPS=" + float_literal(config.layer_norm_eps),
+                     std::string("EARLY_TRIGGER=") + (early_trigger ? "1" : "0")};
   cudakit::Program text(source, "decoder_kernels.cu");
   cudakit::add_device_headers(text);
-  cudakit::CompiledProgram program = text.compile(device, options);
+  return text.compile(options);
+}
+
+Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
+  // Early triggers (see the source's comment): CUDAKIT_DECODER_EARLY_TRIGGER=0 keeps the
+  // dependents' launch at each kernel's end, for comparison.
+  const char* early = std::getenv("CUDAKIT_DECODER_EARLY_TRIGGER");
+  const bool early_trigger = !(early != nullptr && std::string(early) == "0");
+  cudakit::CompileOptions options;
+  options.arch = device.compute_capability().arch();
+  cudakit::CompiledProgram program = compile_program(config, early_trigger, options);
   Kernels k;
+  k.early_trigger = early_trigger;
   k.module = cudakit::Module::load(device, program);
   k.embed_layer_norm = k.module.kernel<EmbedLayerNorm>("embed_layer_norm");
   k.layer_norm = k.module.kernel<LayerNorm>("layer_norm");

@@ -57,6 +57,9 @@ struct Kernels {
   /// Whether the decoder's own kernels are launched as programmatic dependents of the
   /// kernel before them (compute capability 9.0+, unless CUDAKIT_DECODER_PDL=0).
   bool programmatic = false;
+  /// Whether each kernel lets its dependent launch as soon as all of its blocks run, so
+  /// the next GEMV's weight reads overlap it (unless CUDAKIT_DECODER_EARLY_TRIGGER=0).
+  bool early_trigger = true;
 
   /// `config` as a programmatic dependent launch when `programmatic` is set.
   cudakit::LaunchConfig dependent(cudakit::LaunchConfig config) const {
@@ -68,6 +71,12 @@ struct Kernels {
   /// cover (heads other than 64 wide, d_model not a multiple of 8 or above 8192, a
   /// vocabulary not a multiple of 8); CompileError, CompilerUnavailable from NVRTC.
   static Kernels compile(const cudakit::Device& device, const Config& config);
+
+  /// The kernels' program compiled for `options.arch` (and its other options), with the
+  /// shape of `config` and early triggers on or off, without loading it: what compile()
+  /// loads, and what a machine without a GPU can check. Errors as compile().
+  static cudakit::CompiledProgram compile_program(const Config& config, bool early_trigger,
+                                                  cudakit::CompileOptions options);
 
   /// Bytes of dynamic shared memory prefill_attention needs for a prompt.
   static std::size_t prefill_shared_bytes(int prompt_length) {

@@ -275,6 +275,7 @@ int run(const RunOptions& o) {
     result["streaming_floor"] = {{"bytes", model.weights().size_bytes()}, {"us", floor_us}};
     result["programmatic_dependent_launch"] = model.kernels().programmatic;
     result["small_batch_gemv"] = model.kernels().small_batch_gemv;
+    result["early_trigger"] = model.kernels().early_trigger;
     say("decoder: streaming floor: " + std::to_string(model.weights().size_bytes() >> 20) + " MiB in " +
         std::to_string(floor_us) + " us");
   }

@@ -1,0 +1,93 @@
+// The decoder's kernels compiled with the real NVRTC for Hopper, without a GPU: the
+// program compiles both with and without early triggers, the switch changes what it says,
+// and the GEMV's weight words are loaded before its wait for the kernel before it (the
+// overlap programmatic dependent launch is for). Whether the kernels compute the right
+// values is the device tests' (tests/device/decoder_device_test.cpp).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kernels.hpp"
+
+namespace {
+
+using cudakit::CompileOptions;
+using cudakit::ProgramOutput;
+
+bool nvrtc_present(std::string* why) {
+  try {
+    cudakit::nvrtc_version();
+    return true;
+  } catch (const cudakit::CompilerUnavailable& e) {
+    *why = e.what();
+    return false;
+  }
+}
+
+std::string ptx_of(bool early_trigger) {
+  auto program = decoder::Kernels::compile_program(
+      decoder::Config{}, early_trigger, {.arch = "compute_90", .output = ProgramOutput::ptx, .use_cache = false});
+  return std::string(reinterpret_cast<const char*>(program.image().data()));
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// The PTX of one kernel: from its .entry to the next one.
+std::string entry(const std::string& ptx, const std::string& name) {
+  const auto begin = ptx.find(".entry " + name + "(");
+  if (begin == std::string::npos) return {};
+  const auto end = ptx.find(".entry ", begin + 1);
+  return ptx.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+TEST(DecoderKernels, CompileToCubinForHopperWithAndWithoutEarlyTriggers) {
+  std::string why;
+  if (!nvrtc_present(&why)) GTEST_SKIP() << why;
+  for (bool early : {true, false}) {
+    auto program = decoder::Kernels::compile_program(decoder::Config{}, early, {.arch = "sm_90", .use_cache = false});
+    EXPECT_GT(program.image().size(), 1000u) << "early triggers " << early;
+  }
+}
+
+TEST(DecoderKernels, EarlyTriggersLetEveryStepKernelsDependentsLaunchAtItsStart) {
+  std::string why;
+  if (!nvrtc_present(&why)) GTEST_SKIP() << why;
+  const std::string early = ptx_of(true), late = ptx_of(false);
+  for (const char* kernel : {"embed_layer_norm", "layer_norm", "decode_attention", "argmax_tokens", "gemv_bias"}) {
+    const std::string e = entry(early, kernel);
+    ASSERT_FALSE(e.empty()) << kernel;
+    const auto trigger = e.find("griddepcontrol.launch_dependents"), wait = e.find("griddepcontrol.wait");
+    ASSERT_NE(trigger, std::string::npos) << kernel << " never lets its dependents launch";
+    EXPECT_LT(trigger, wait) << kernel << ": the trigger comes before the wait";
+  }
+  // Without them only the GEMV triggers, once its sums are in shared memory.
+  EXPECT_EQ(count(late, "griddepcontrol.launch_dependents"), 1);
+  EXPECT_EQ(count(entry(late, "layer_norm"), "griddepcontrol.launch_dependents"), 0);
+}
+
+TEST(DecoderKernels, TheGemvLoadsItsWeightWordsBeforeWaitingForTheKernelBefore) {
+  std::string why;
+  if (!nvrtc_present(&why)) GTEST_SKIP() << why;
+  for (bool early : {true, false}) {
+    const std::string gemv = entry(ptx_of(early), "gemv_bias");
+    const auto wait = gemv.find("griddepcontrol.wait");
+    ASSERT_NE(wait, std::string::npos);
+    // Four 16-byte words a lane (every word of this model's widest rows) are in flight first.
+    EXPECT_GE(count(gemv.substr(0, wait), "ld.global.v4.u32"), 4) << "early triggers " << early;
+  }
+}
+
+TEST(DecoderKernels, AShapeTheKernelsDoNotCoverIsRefusedBeforeCompiling) {
+  decoder::Config odd;
+  odd.d_model = 1020;
+  EXPECT_THROW(decoder::Kernels::compile_program(odd, true, {.arch = "sm_90"}), cudakit::InvalidArgument);
+  decoder::Config wide_heads;
+  wide_heads.head_dim = 128;
+  EXPECT_THROW(decoder::Kernels::compile_program(wide_heads, true, {.arch = "sm_90"}), cudakit::InvalidArgument);
+}
+
+}  // namespace
