@@ -166,18 +166,21 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   // with the layer norms fused into it (Kernels::small_batch_gemv).
   const bool gemv = !prompt && k.small_batch_gemv && rows <= Kernels::gemv_max_rows;
   const cudakit::DeviceSpan<const bf16> none{};
+  // The GEMV kernels' warps per output column (enough blocks for every SM) and shape.
+  auto gemv_group = [](int n_out) { return n_out <= 1024 ? 4 : 2; };
+  auto gemv_shape = [&](int n_out, int k_in) {
+    const int columns_per_block = static_cast<int>(Kernels::gemv_threads / 32) / gemv_group(n_out);
+    return k.dependent({.grid = (n_out + columns_per_block - 1) / columns_per_block,
+                        .block = Kernels::gemv_threads,
+                        .shared_memory_bytes = static_cast<std::size_t>(rows) * k_in * sizeof(bf16),
+                        .allow_large_shared_memory = true});
+  };
   auto small_gemm = [&](cudakit::DeviceSpan<const bf16> in, cudakit::DeviceSpan<const bf16> gamma,
                         cudakit::DeviceSpan<const bf16> beta, cudakit::DeviceSpan<const bf16> weight,
                         cudakit::DeviceSpan<const bf16> bias, cudakit::DeviceSpan<const bf16> residual,
                         cudakit::DeviceSpan<bf16> out, int n_out, int k_in, bool gelu) {
-    const int group = n_out <= 1024 ? 4 : 2;  // warps per output column: enough blocks for every SM
-    const int columns_per_block = static_cast<int>(Kernels::gemv_threads / 32) / group;
-    cudakit::LaunchConfig shape{.grid = (n_out + columns_per_block - 1) / columns_per_block,
-                                .block = Kernels::gemv_threads,
-                                .shared_memory_bytes = static_cast<std::size_t>(rows) * k_in * sizeof(bf16),
-                                .allow_large_shared_memory = true};
-    cudakit::launch(stream, k.gemv_bias, k.dependent(shape), in, gamma, beta, weight, bias, residual, out, rows, n_out,
-                    k_in, group, gelu ? 1 : 0);
+    cudakit::launch(stream, k.gemv_bias, gemv_shape(n_out, k_in), in, gamma, beta, weight, bias, residual, out, rows,
+                    n_out, k_in, gemv_group(n_out), gelu ? 1 : 0);
   };
   for (int l = 0; l < c.layers; ++l) {
     const LayerWeights& w = model_.layer(l);
@@ -228,8 +231,12 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   // fp32 logits (bf16 inputs, fp32 accumulation stored unrounded): bf16 logits would tie
   // the largest two on about one position in a hundred, and the greedy choice would then
   // hang on the last bit of the hidden state.
-  blas_.gemm(cudakit::DeviceSpan<const bf16>(hidden), model_.lm_head(), logits,
-             {.m = batch, .n = c.vocab, .k = dm, .transpose_b = true});
+  if (gemv)  // the same sums, streamed by the GEMV (rows == batch in a decode step)
+    cudakit::launch(stream, k.gemv_logits, gemv_shape(c.vocab, c.d_model), cudakit::DeviceSpan<const bf16>(hidden),
+                    model_.lm_head(), logits, batch, c.vocab, c.d_model, gemv_group(c.vocab));
+  else
+    blas_.gemm(cudakit::DeviceSpan<const bf16>(hidden), model_.lm_head(), logits,
+               {.m = batch, .n = c.vocab, .k = dm, .transpose_b = true});
   cudakit::launch(stream, k.argmax_tokens, k.dependent({batch, Kernels::argmax_threads}),
                   cudakit::DeviceSpan<const float>(logits), c.vocab, tokens_.first(b), position_.span(), length);
 }

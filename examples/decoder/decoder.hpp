@@ -23,9 +23,10 @@
 //   argmax_tokens                          tokens = argmax(logits); position += 1
 // The decoder's own kernels are programmatic dependents of the kernel before them on
 // compute capability 9.0+ (Kernels::programmatic; CUDAKIT_DECODER_PDL=0 turns it off).
-// With CUDAKIT_DECODER_GEMV=1, a decode step of at most 8 sequences runs its GEMMs (all
-// but the LM head) through the weight-streaming gemv_bias kernel with ln1 and ln2 fused
-// in: 5 kernels per layer instead of 7 or more (Kernels::small_batch_gemv).
+// With CUDAKIT_DECODER_GEMV=1, a decode step of at most 8 sequences runs its GEMMs
+// through the weight-streaming gemv_bias kernel with ln1 and ln2 fused in (5 kernels per
+// layer instead of 7 or more) and its LM head through gemv_logits, so every kernel of the
+// step is the decoder's own and a programmatic dependent (Kernels::small_batch_gemv).
 // 59 kernels, none of which takes a per-step value as an argument: the tokens and the
 // position live in device memory (the position a DeviceValue the step advances itself),
 // so the graph of a batch size is captured once and replayed as it is at every step.
@@ -155,7 +156,7 @@ class Session {
   cudakit::StreamRef stream_;
   SessionLimits limits_;
   cudakit::BlasLt lt_;
-  cudakit::Blas blas_;  // the LM head: bf16 in, fp32 logits out
+  cudakit::Blas blas_;  // the LM head (but in the GEMV path): bf16 in, fp32 logits out
   cudakit::DeviceBuffer<int> prompt_tokens_;  // [max_batch · max_prompt]
   cudakit::DeviceBuffer<int> tokens_;         // [max_batch]: this step's input, then its output
   cudakit::DeviceValue<int> position_;

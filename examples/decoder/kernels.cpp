@@ -405,11 +405,12 @@ __device__ __forceinline__ float gelu_tanh(float v) {
   return 0.5f * v * (1.0f + tanhf(inner));
 }
 
-// At least 5 blocks a multiprocessor (at most 48 registers a thread): holding the words
-// ahead costs no occupancy against the GEMV without them.
-extern "C" __global__ void __launch_bounds__(GEMV_THREADS, 5)
-gemv_bias(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, const bf16* residual,
-          bf16* out, int rows, int n, int k, int group, int gelu) {
+// The body of both GEMV kernels: LOGITS writes the fp32 sums as they are (the LM head's
+// logits, no epilogue), otherwise the bf16 epilogue above.
+template <bool LOGITS>
+__device__ __forceinline__ void gemv(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w,
+                                     const bf16* bias, const bf16* residual, void* out, int rows, int n, int k,
+                                     int group, int gelu) {
   extern __shared__ uint4 staged[];  // [rows][k / 8]
   __shared__ float partial[GEMV_WARPS][GEMV_MAX_ROWS];
   __shared__ float scratch[WARP];
@@ -488,11 +489,30 @@ gemv_bias(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, con
     const int r = lane;
     float v = 0.0f;
     for (int m = 0; m < group; ++m) v += partial[warp + m][r];
+    if (LOGITS) {
+      static_cast<float*>(out)[(long long)r * n + column] = v;
+      return;
+    }
     v += bf16_to_float(bias[column]);
     if (residual != nullptr) v += bf16_to_float(residual[(long long)r * n + column]);
     if (gelu) v = gelu_tanh(v);
-    out[(long long)r * n + column] = float_to_bf16(v);
+    static_cast<bf16*>(out)[(long long)r * n + column] = float_to_bf16(v);
   }
+}
+
+// At least 5 blocks a multiprocessor (at most 48 registers a thread): holding the words
+// ahead costs no occupancy against the GEMV without them.
+extern "C" __global__ void __launch_bounds__(GEMV_THREADS, 5)
+gemv_bias(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, const bf16* residual,
+          bf16* out, int rows, int n, int k, int group, int gelu) {
+  gemv<false>(x, gamma, beta, w, bias, residual, out, rows, n, k, group, gelu);
+}
+
+// The LM head of a decode step: logits = x · Wᵀ in fp32, unrounded (as the cuBLAS GEMM of
+// the other path stores them), for at most GEMV_MAX_ROWS rows of x (the final norm's).
+extern "C" __global__ void __launch_bounds__(GEMV_THREADS, 5)
+gemv_logits(const bf16* x, const bf16* w, float* logits, int rows, int n, int k, int group) {
+  gemv<true>(x, nullptr, nullptr, w, nullptr, nullptr, logits, rows, n, k, group, 0);
 }
 
 // The end of a step in a device-side loop (GraphCache::run_loop): records the step's
@@ -565,6 +585,7 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   k.loop_control = k.module.kernel<LoopControl>("loop_control");
   k.stream_read = k.module.kernel<StreamRead>("stream_read");
   k.gemv_bias = k.module.kernel<GemvBias>("gemv_bias");
+  k.gemv_logits = k.module.kernel<GemvLogits>("gemv_logits");
   // The weight-streaming GEMV for decode steps of at most 8 sequences, with the layer
   // norms fused into it: CUDAKIT_DECODER_GEMV=1 (cuBLASLt otherwise).
   const char* gemv = std::getenv("CUDAKIT_DECODER_GEMV");

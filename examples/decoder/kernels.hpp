@@ -33,6 +33,9 @@ struct Kernels {
   /// at most gemv_max_rows rows; grid n / (8 / group) blocks of 256 threads.
   using GemvBias = void(const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, bf16*, int, int,
                         int, int, int);
+  /// (x, w, logits, rows, n, k, group): logits = x · wᵀ in fp32, the LM head of a decode
+  /// step of at most gemv_max_rows rows; the grid as GemvBias's.
+  using GemvLogits = void(const bf16*, const bf16*, float*, int, int, int, int);
   /// (data, 16-byte words, sink): reads every word once, for the streaming floor.
   using StreamRead = void(const bf16*, long long, unsigned*);
 
@@ -48,9 +51,10 @@ struct Kernels {
   cudakit::Kernel<LoopControl> loop_control;
   cudakit::Kernel<StreamRead> stream_read;
   cudakit::Kernel<GemvBias> gemv_bias;
+  cudakit::Kernel<GemvLogits> gemv_logits;
   /// Whether decode steps of at most gemv_max_rows sequences use gemv_bias, with the layer
-  /// norms fused into it, instead of cuBLASLt and the layer_norm kernels
-  /// (CUDAKIT_DECODER_GEMV=1).
+  /// norms fused into it, instead of cuBLASLt and the layer_norm kernels, and gemv_logits
+  /// for the LM head instead of cuBLAS (CUDAKIT_DECODER_GEMV=1).
   bool small_batch_gemv = false;
   static constexpr int gemv_max_rows = 8;
   static constexpr unsigned gemv_threads = 256;

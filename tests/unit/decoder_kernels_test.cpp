@@ -57,27 +57,31 @@ TEST(DecoderKernels, EarlyTriggersLetEveryStepKernelsDependentsLaunchAtItsStart)
   std::string why;
   if (!nvrtc_present(&why)) GTEST_SKIP() << why;
   const std::string early = ptx_of(true), late = ptx_of(false);
-  for (const char* kernel : {"embed_layer_norm", "layer_norm", "decode_attention", "argmax_tokens", "gemv_bias"}) {
+  for (const char* kernel :
+       {"embed_layer_norm", "layer_norm", "decode_attention", "argmax_tokens", "gemv_bias", "gemv_logits"}) {
     const std::string e = entry(early, kernel);
     ASSERT_FALSE(e.empty()) << kernel;
     const auto trigger = e.find("griddepcontrol.launch_dependents"), wait = e.find("griddepcontrol.wait");
     ASSERT_NE(trigger, std::string::npos) << kernel << " never lets its dependents launch";
     EXPECT_LT(trigger, wait) << kernel << ": the trigger comes before the wait";
   }
-  // Without them only the GEMV triggers, once its sums are in shared memory.
-  EXPECT_EQ(count(late, "griddepcontrol.launch_dependents"), 1);
+  // Without them only the GEMVs trigger, once their sums are in shared memory.
+  EXPECT_EQ(count(late, "griddepcontrol.launch_dependents"), 2);
   EXPECT_EQ(count(entry(late, "layer_norm"), "griddepcontrol.launch_dependents"), 0);
 }
 
-TEST(DecoderKernels, TheGemvLoadsItsWeightWordsBeforeWaitingForTheKernelBefore) {
+TEST(DecoderKernels, TheGemvsLoadTheirWeightWordsBeforeWaitingForTheKernelBefore) {
   std::string why;
   if (!nvrtc_present(&why)) GTEST_SKIP() << why;
   for (bool early : {true, false}) {
-    const std::string gemv = entry(ptx_of(early), "gemv_bias");
-    const auto wait = gemv.find("griddepcontrol.wait");
-    ASSERT_NE(wait, std::string::npos);
-    // Four 16-byte words a lane (every word of this model's widest rows) are in flight first.
-    EXPECT_GE(count(gemv.substr(0, wait), "ld.global.v4.u32"), 4) << "early triggers " << early;
+    const std::string ptx = ptx_of(early);
+    for (const char* kernel : {"gemv_bias", "gemv_logits"}) {
+      const std::string gemv = entry(ptx, kernel);
+      const auto wait = gemv.find("griddepcontrol.wait");
+      ASSERT_NE(wait, std::string::npos) << kernel;
+      // Four 16-byte words a lane (every word of this model's widest rows) are in flight first.
+      EXPECT_GE(count(gemv.substr(0, wait), "ld.global.v4.u32"), 4) << kernel << ", early triggers " << early;
+    }
   }
 }
 
