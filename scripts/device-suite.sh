@@ -17,7 +17,8 @@
 #   shortens the build).
 #   stages: info tests examples sanitize-examples nccl doctor ptx-jit bench peers decoder sanitize
 #   (and, run only when named with --only: blas, the cuBLAS bench group at 41 rounds;
-#   profile, the decoder's graph-cache step kernel by kernel under ncu)
+#   profile, the decoder's graph-cache step kernel by kernel under ncu; probe, the
+#   decoder's own settings side by side, cudakit only)
 set -uo pipefail
 
 bundle=build/device-bundle
@@ -266,6 +267,20 @@ fi
 # The decoder's step kernel by kernel (bench/decoder_profile.py): Nsight Compute's time
 # and DRAM reads of each kernel of the graph cache's replays at batch PROFILE_BATCH
 # (default 1), beside the streaming floor. Only with --only profile.
+# The decoder's settings (the GEMV path or cuBLASLt, early triggers or not) side by side,
+# cudakit only (bench/decoder_probe.py; PROBE_SETTINGS, PROBE_BATCHES). Only with --only probe.
+if [ -n "${only[probe]:-}" ] && [ -x "$bundle/examples/decoder" ]; then
+  start=$(date +%s)
+  timeout "${PROBE_TIMEOUT:-560}" python3 bench/decoder_probe.py --decoder "$bundle/examples/decoder" \
+    --out "$out/probe" --batches "${PROBE_BATCHES:-1,8,32}" --settings "${PROBE_SETTINGS:-gemv,gemv-late,lt}" \
+    >"$logs/probe.txt" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  note "probe: exit $rc, $(( $(date +%s) - start )) s"
+  head -40 "$logs/probe.txt" >>"$summary"
+  rm -rf "$out/probe/data" "$out/probe"/*.check.safetensors
+fi
+
 if [ -n "${only[profile]:-}" ] && [ -x "$bundle/examples/decoder" ]; then
   start=$(date +%s)
   timeout "${PROFILE_TIMEOUT:-420}" python3 bench/decoder_profile.py --decoder "$bundle/examples/decoder" \
