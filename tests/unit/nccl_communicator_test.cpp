@@ -133,7 +133,12 @@ TEST_F(NcclCommunicatorTest, AnAsynchronousErrorEndsTheCommunicatorThroughTheWat
   Stream s(Device::get(0));
   DeviceBuffer<float> x(s, 4, zeroed);
   EXPECT_HAS(message_of<nccl::NcclError>([&] { nccl::all_reduce_in_place(comm, s, x); }), "ncclRemoteError");
-  auto parked = drain_parked_errors();
+  // The watchdog parks its error just after its abort: it may still be on its way.
+  std::vector<ParkedError> parked;
+  ASSERT_TRUE(eventually([&] {
+    for (auto& p : drain_parked_errors()) parked.push_back(std::move(p));
+    return !parked.empty();
+  })) << "the watchdog parked no error";
   ASSERT_EQ(parked.size(), 1u);
   EXPECT_EQ(parked[0].origin, "NCCL watchdog");
   EXPECT_HAS(parked[0].message, "ncclRemoteError");
