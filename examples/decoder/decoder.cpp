@@ -162,6 +162,7 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
                                      .shared_memory_bytes = Kernels::prefill_shared_bytes(length),
                                      .allow_large_shared_memory = true}
              : cudakit::LaunchConfig{.grid = {c.heads, batch}, .block = Kernels::attention_threads};
+  const auto& decode_attention = k.attention_kernel(c.heads, batch);
   // Decode steps of at most 8 sequences may stream the weights through the GEMV kernel,
   // with the layer norms fused into it (Kernels::small_batch_gemv).
   const bool gemv = !prompt && k.small_batch_gemv && rows <= Kernels::gemv_max_rows;
@@ -190,8 +191,8 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
       const cudakit::DeviceSpan<const bf16> xs(x), normed_in(normed);
       small_gemm(l == 0 ? normed_in : xs, l == 0 ? none : w.ln1_weight, l == 0 ? none : w.ln1_bias, w.qkv_weight,
                  w.qkv_bias, none, qkv, 3 * c.d_model, c.d_model, false);
-      cudakit::launch(stream, k.decode_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv),
-                      keys, values, position, attention, c.max_positions);
+      cudakit::launch(stream, decode_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv), keys,
+                      values, position, attention, c.max_positions);
       small_gemm(cudakit::DeviceSpan<const bf16>(attention), none, none, w.out_weight, w.out_bias, xs, x, c.d_model,
                  c.d_model, false);
       small_gemm(xs, w.ln2_weight, w.ln2_bias, w.up_weight, w.up_bias, none, ffn_values, c.ffn, c.d_model, true);
@@ -208,8 +209,8 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
       cudakit::launch(stream, k.prefill_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv),
                       keys, values, attention, length, c.max_positions);
     else
-      cudakit::launch(stream, k.decode_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv),
-                      keys, values, position, attention, c.max_positions);
+      cudakit::launch(stream, decode_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv), keys,
+                      values, position, attention, c.max_positions);
     // The residual add rides in the epilogue: x = 1·(a·Woᵀ) + 1·x + b.
     lt_.matmul(attention, w.out_weight, w.out_bias, x,
                {.m = m, .n = dm, .k = dm, .transpose_b = true, .beta = 1.0}, Epilogue::bias);

@@ -46,6 +46,11 @@ struct Kernels {
   cudakit::Kernel<EmbedLayerNorm> embed_layer_norm;
   cudakit::Kernel<LayerNorm> layer_norm;
   cudakit::Kernel<DecodeAttention> decode_attention;
+  /// The same, loading the values with the keys: one memory round trip fewer, at half the
+  /// blocks a multiprocessor holds (attention_kernel chooses).
+  cudakit::Kernel<DecodeAttention> decode_attention_few;
+  /// The device's multiprocessors (the choice of attention kernel).
+  int multiprocessors = 0;
   cudakit::Kernel<PrefillAttention> prefill_attention;
   cudakit::Kernel<ArgmaxTokens> argmax_tokens;
   cudakit::Kernel<LoopControl> loop_control;
@@ -81,6 +86,13 @@ struct Kernels {
   /// loads, and what a machine without a GPU can check. Errors as compile().
   static cudakit::CompiledProgram compile_program(const Config& config, bool early_trigger,
                                                   cudakit::CompileOptions options);
+
+  /// The decode attention for a grid of heads × batch blocks: decode_attention_few when
+  /// the grid fits the multiprocessors at 2 blocks each (its registers allow no more),
+  /// decode_attention otherwise.
+  const cudakit::Kernel<DecodeAttention>& attention_kernel(int heads, int batch) const {
+    return static_cast<long long>(heads) * batch <= 2LL * multiprocessors ? decode_attention_few : decode_attention;
+  }
 
   /// Bytes of dynamic shared memory prefill_attention needs for a prompt.
   static std::size_t prefill_shared_bytes(int prompt_length) {

@@ -58,7 +58,8 @@ TEST(DecoderKernels, EarlyTriggersLetEveryStepKernelsDependentsLaunchAtItsStart)
   if (!nvrtc_present(&why)) GTEST_SKIP() << why;
   const std::string early = ptx_of(true), late = ptx_of(false);
   for (const char* kernel :
-       {"embed_layer_norm", "layer_norm", "decode_attention", "argmax_tokens", "gemv_bias", "gemv_logits"}) {
+       {"embed_layer_norm", "layer_norm", "decode_attention", "decode_attention_few", "argmax_tokens", "gemv_bias",
+        "gemv_logits"}) {
     const std::string e = entry(early, kernel);
     ASSERT_FALSE(e.empty()) << kernel;
     const auto trigger = e.find("griddepcontrol.launch_dependents"), wait = e.find("griddepcontrol.wait");
@@ -83,6 +84,26 @@ TEST(DecoderKernels, TheGemvsLoadTheirWeightWordsBeforeWaitingForTheKernelBefore
       EXPECT_GE(count(gemv.substr(0, wait), "ld.global.v4.u32"), 4) << kernel << ", early triggers " << early;
     }
   }
+}
+
+// 16-byte loads between a kernel's first barrier (this step's key and value are in the
+// cache) and its second (the scores' maximum): the key loads, and in the "few" variant
+// the first pass's value loads as well.
+int loads_before_the_softmax(const std::string& kernel) {
+  const auto first = kernel.find("bar.sync");
+  const auto second = kernel.find("bar.sync", first + 1);
+  if (first == std::string::npos || second == std::string::npos) return -1;
+  return count(kernel.substr(first, second - first), "ld.global.v4.u32");
+}
+
+TEST(DecoderKernels, TheSmallGridAttentionLoadsItsValuesWithItsKeys) {
+  std::string why;
+  if (!nvrtc_present(&why)) GTEST_SKIP() << why;
+  const std::string ptx = ptx_of(true);
+  const int plain = loads_before_the_softmax(entry(ptx, "decode_attention"));
+  const int few = loads_before_the_softmax(entry(ptx, "decode_attention_few"));
+  ASSERT_GT(plain, 0);
+  EXPECT_GE(few, plain + 8) << "the first pass's 8 value words a thread are in flight with its keys";
 }
 
 TEST(DecoderKernels, AShapeTheKernelsDoNotCoverIsRefusedBeforeCompiling) {
