@@ -394,13 +394,14 @@ argmax_tokens(const float* logits, int vocab, int* next_tokens, int* position, i
 // optionally layer-normed on the way in (gamma non-null: x is the residual stream, the
 // layer norm of the next layer fused into its first GEMM). `group` warps share each output
 // column (a split of k inside the block, summed through shared memory), so that even a
-// 768-wide output fills the multiprocessors (768 / (8 / 4) = 384 blocks). The epilogue
+// 1024-wide output fills the multiprocessors (1024 / (8 / 4) = 512 blocks). The epilogue
 // is cuBLASLt's: the fp32 sum plus the bias, plus the residual (residual non-null; it may
 // be `out` itself), then GELU (gelu non-zero), rounded to bf16 once.
 // Each lane's first GEMV_AHEAD weight words are loaded before the wait (for every matrix
 // of this model that is all of them: the down-projection's 4096-wide rows, 4 warps a
-// column, give a lane 4 words), so the weights stream while the kernel before still runs. The per-row sums are indexed by constants only (loops up
-// to GEMV_MAX_ROWS, unrolled, guarded by `rows`), so they stay in registers.
+// column, give a lane 4 words), so the weights stream while the kernel before still runs.
+// The per-row sums are indexed by constants only (loops up to GEMV_MAX_ROWS, unrolled,
+// guarded by `rows`), so they stay in registers.
 #define GEMV_THREADS 256
 #define GEMV_WARPS (GEMV_THREADS / WARP)
 #define GEMV_MAX_ROWS 8
