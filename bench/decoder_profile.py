@@ -11,7 +11,7 @@ the per-kernel times add up to more than a replay takes with programmatic depend
 launch: the table says where the time goes, decoder.json says what a step costs.
 
     python3 bench/decoder_profile.py --decoder build/device-bundle/examples/decoder \\
-        --out $OUT/profile [--batch 1] [--steps 8] [--skip 300] [--count 240]
+        --out $OUT/profile [--batch 1] [--steps 64] [--skip 3000] [--count 240]
 
 Writes OUT/profile.json and OUT/profile.txt (the table, also printed). Exit 0 when the
 profile ran, 1 when ncu or the decoder failed, 2 on bad arguments.
@@ -189,8 +189,10 @@ def main():
     ap.add_argument("--out", help="the output folder")
     ap.add_argument("--ncu", default="ncu")
     ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=8, help="decode steps the decoder runs per generation")
-    ap.add_argument("--skip", type=int, default=300, help="graph-cache kernels left unprofiled first")
+    ap.add_argument("--steps", type=int, default=64, help="decode steps the decoder runs per generation")
+    # The run first checks correctness at batch 32 (teacher-forced steps through the graph
+    # cache): skipping 3,000 replayed kernels lands in the asked batch's own steps.
+    ap.add_argument("--skip", type=int, default=3000, help="graph-cache kernels left unprofiled first")
     ap.add_argument("--count", type=int, default=240, help="graph-cache kernels profiled (whole steps)")
     ap.add_argument("--nvtx-include", default="cudakit@graph cache: hit/",
                     help="ncu's NVTX filter: the graph cache's replays (cudakit's push/pop range); '' profiles all")

@@ -165,7 +165,7 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   const auto& decode_attention = k.attention_kernel(c.heads, batch);
   // Decode steps of at most 8 sequences may stream the weights through the GEMV kernel,
   // with the layer norms fused into it (Kernels::small_batch_gemv).
-  const bool gemv = !prompt && k.small_batch_gemv && rows <= Kernels::gemv_max_rows;
+  const bool gemv = !prompt && k.small_batch_gemv && rows <= Kernels::gemv_rows;
   const cudakit::DeviceSpan<const bf16> none{};
   // The GEMV kernels' warps per output column (enough blocks for every SM) and shape.
   auto gemv_group = [](int n_out) { return n_out <= 1024 ? 4 : 2; };

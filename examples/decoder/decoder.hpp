@@ -23,7 +23,7 @@
 //   argmax_tokens                          tokens = argmax(logits); position += 1
 // The decoder's own kernels are programmatic dependents of the kernel before them on
 // compute capability 9.0+ (Kernels::programmatic; CUDAKIT_DECODER_PDL=0 turns it off).
-// With CUDAKIT_DECODER_GEMV=1, a decode step of at most 8 sequences runs its GEMMs
+// Unless CUDAKIT_DECODER_GEMV=0, a decode step of one sequence runs its GEMMs
 // through the weight-streaming gemv_bias kernel with ln1 and ln2 fused in (5 kernels per
 // layer instead of 7 or more) and its LM head through gemv_logits, so every kernel of the
 // step is the decoder's own and a programmatic dependent (Kernels::small_batch_gemv).

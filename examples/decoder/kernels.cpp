@@ -612,10 +612,10 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   k.stream_read = k.module.kernel<StreamRead>("stream_read");
   k.gemv_bias = k.module.kernel<GemvBias>("gemv_bias");
   k.gemv_logits = k.module.kernel<GemvLogits>("gemv_logits");
-  // The weight-streaming GEMV for decode steps of at most 8 sequences, with the layer
-  // norms fused into it: CUDAKIT_DECODER_GEMV=1 (cuBLASLt otherwise).
+  // The weight-streaming GEMV for decode steps of one sequence (Kernels::gemv_rows), with
+  // the layer norms fused into it; CUDAKIT_DECODER_GEMV=0 keeps cuBLASLt, for comparison.
   const char* gemv = std::getenv("CUDAKIT_DECODER_GEMV");
-  k.small_batch_gemv = gemv != nullptr && std::string(gemv) == "1";
+  k.small_batch_gemv = !(gemv != nullptr && std::string(gemv) == "0");
   // Programmatic dependent launch needs compute capability 9.0; CUDAKIT_DECODER_PDL=0
   // keeps the plain launches, for comparison.
   const char* pdl = std::getenv("CUDAKIT_DECODER_PDL");

@@ -57,11 +57,16 @@ struct Kernels {
   cudakit::Kernel<StreamRead> stream_read;
   cudakit::Kernel<GemvBias> gemv_bias;
   cudakit::Kernel<GemvLogits> gemv_logits;
-  /// Whether decode steps of at most gemv_max_rows sequences use gemv_bias, with the layer
+  /// Whether decode steps of at most gemv_rows sequences use gemv_bias, with the layer
   /// norms fused into it, instead of cuBLASLt and the layer_norm kernels, and gemv_logits
-  /// for the LM head instead of cuBLAS (CUDAKIT_DECODER_GEMV=1).
+  /// for the LM head instead of cuBLAS (unless CUDAKIT_DECODER_GEMV=0).
   bool small_batch_gemv = false;
-  static constexpr int gemv_max_rows = 8;
+  static constexpr int gemv_max_rows = 8;  // what the kernels hold
+  /// The rows up to which the GEMV path is faster. On the H200 (graph cache, step p50):
+  /// 1 row 250 µs against cuBLASLt's 286, 2 rows 302 against 297, 4 rows 440 against
+  /// 310, 8 rows 716 against 295: each row costs the GEMV its unpacking and FMAs on the
+  /// CUDA cores, while the weights it saves reading are the same at any row count.
+  static constexpr int gemv_rows = 1;
   static constexpr unsigned gemv_threads = 256;
   /// Whether the decoder's own kernels are launched as programmatic dependents of the
   /// kernel before them (compute capability 9.0+, unless CUDAKIT_DECODER_PDL=0).

@@ -122,10 +122,10 @@ TEST_F(DecoderTest, StepsInOneDeviceSideLoopEqualOneStepPerLaunch) {
   }
 }
 
-// The weight-streaming GEMV path (CUDAKIT_DECODER_GEMV=1: the small-batch GEMMs with the
-// layer norms fused in) computes what the cuBLASLt path computes, up to the order of the
-// sums: hidden states within 1e-2 relative L2 at every point of 8 steps whose inputs agree,
-// the prompt's token equal.
+// The weight-streaming GEMV path (the default at one sequence; CUDAKIT_DECODER_GEMV=0
+// turns it off: the GEMMs with the layer norms fused in, the LM head) computes what the
+// cuBLASLt path computes, up to the order of the sums: hidden states within 1e-2
+// relative L2 at every point of 8 steps whose inputs agree, the prompt's token equal.
 TEST_F(DecoderTest, TheSmallBatchGemvPathMatchesTheCublasLtPath) {
   cudakit::Stream stream(device());
   const decoder::Config config{.layers = 2, .d_model = 256, .heads = 4, .head_dim = 64, .ffn = 1024, .vocab = 4096,
@@ -133,10 +133,10 @@ TEST_F(DecoderTest, TheSmallBatchGemvPathMatchesTheCublasLtPath) {
   const decoder::HostWeights weights = decoder::random_weights(config);
   const decoder::Inputs inputs = decoder::random_inputs(config, 1, 64, 1);
   const int steps = 8;
+  ::setenv("CUDAKIT_DECODER_GEMV", "0", 1);
   const decoder::Model lt_model(weights, stream);
-  ::setenv("CUDAKIT_DECODER_GEMV", "1", 1);
-  const decoder::Model gemv_model(weights, stream);
   ::unsetenv("CUDAKIT_DECODER_GEMV");
+  const decoder::Model gemv_model(weights, stream);
   ASSERT_TRUE(gemv_model.kernels().small_batch_gemv);
   ASSERT_FALSE(lt_model.kernels().small_batch_gemv);
   const Trace lt = run(lt_model, stream, inputs, steps, StepMode::cached);

@@ -159,7 +159,7 @@ std::vector<bench::Result> run_ipc(const bench::Context& c) {
   Peer peer(listener.path(), c.device.ordinal());
   IpcChannel channel = listener.accept(peer_timeout);
   Imports in;
-  in.pool.emplace(channel.receive(peer_timeout), c.device);
+  in.pool.emplace(ImportedPool::receive(channel, c.device, peer_timeout));  // the pool and its ledger
   in.large = channel.receive(peer_timeout);
   in.small = channel.receive(peer_timeout);
   in.vm_large = channel.receive(peer_timeout);
