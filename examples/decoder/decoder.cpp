@@ -163,8 +163,8 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
                                      .allow_large_shared_memory = true}
              : cudakit::LaunchConfig{.grid = {c.heads, batch}, .block = Kernels::attention_threads};
   const auto& decode_attention = k.attention_kernel(c.heads, batch);
-  // Decode steps of at most 8 sequences may stream the weights through the GEMV kernel,
-  // with the layer norms fused into it (Kernels::small_batch_gemv).
+  // Decode steps of at most Kernels::gemv_rows sequences stream the weights through the
+  // GEMV kernels, with the layer norms fused in (Kernels::small_batch_gemv).
   const bool gemv = !prompt && k.small_batch_gemv && rows <= Kernels::gemv_rows;
   const cudakit::DeviceSpan<const bf16> none{};
   // The GEMV kernels' warps per output column (enough blocks for every SM) and shape.
