@@ -29,6 +29,8 @@ SETTINGS = {
     "lt": {"CUDAKIT_DECODER_GEMV": "0", "CUDAKIT_DECODER_EARLY_TRIGGER": "1"},
     "lt-late": {"CUDAKIT_DECODER_GEMV": "0", "CUDAKIT_DECODER_EARLY_TRIGGER": "0"},
 }
+# Every switch some setting sets: a run unsets the ones its setting leaves out.
+SWITCHES = {name for switches in SETTINGS.values() for name in switches}
 
 
 def rows_of(setting, result):
@@ -73,6 +75,29 @@ def self_test():
     return 0
 
 
+def run_setting(a, data, setting, log):
+    """One `decoder run` under `setting`'s switches (the others unset): its exit status
+    ("timeout" when it ran out of time) and its JSON, None when it wrote none."""
+    env = {k: v for k, v in os.environ.items() if k not in SWITCHES}
+    env.update(SETTINGS[setting])
+    out_json = os.path.join(a.out, f"{setting}.json")
+    cmd = [a.decoder, "run", "--weights", os.path.join(data, "weights.safetensors"), "--inputs",
+           os.path.join(data, "inputs.safetensors"), "--json", out_json, "--check",
+           os.path.join(a.out, f"{setting}.check.safetensors"), "--batches", a.batches, "--steps", str(a.steps),
+           "--rounds", str(a.rounds), "--sessions", str(a.sessions)]
+    log.write(f"$ {setting}: {' '.join(cmd)}\n")
+    log.flush()
+    try:
+        rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=a.timeout).returncode
+    except subprocess.TimeoutExpired:
+        rc = "timeout"
+    try:
+        with open(out_json) as f:
+            return rc, json.load(f)
+    except (OSError, ValueError):
+        return rc, None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--decoder", help="the decoder example's binary")
@@ -96,36 +121,18 @@ def main():
         ap.error(f"unknown settings {unknown}; known: {', '.join(SETTINGS)}")
     os.makedirs(a.out, exist_ok=True)
     data = os.path.join(a.out, "data")
-    log = open(os.path.join(a.out, "probe.log"), "a")
-    if subprocess.run([a.decoder, "write-inputs", data], stdout=log, stderr=subprocess.STDOUT).returncode != 0:
-        print("decoder_probe: FAILED: decoder write-inputs")
-        return 1
     rows, floor, failed = [], None, []
-    for setting in settings:
-        env = dict(os.environ)
-        for name in ("CUDAKIT_DECODER_GEMV", "CUDAKIT_DECODER_EARLY_TRIGGER", "CUDAKIT_DECODER_PDL"):
-            env.pop(name, None)
-        env.update(SETTINGS[setting])
-        out_json = os.path.join(a.out, f"{setting}.json")
-        cmd = [a.decoder, "run", "--weights", os.path.join(data, "weights.safetensors"), "--inputs",
-               os.path.join(data, "inputs.safetensors"), "--json", out_json, "--check",
-               os.path.join(a.out, f"{setting}.check.safetensors"), "--batches", a.batches, "--steps",
-               str(a.steps), "--rounds", str(a.rounds), "--sessions", str(a.sessions)]
-        log.write(f"$ {setting}: {' '.join(cmd)}\n")
-        log.flush()
-        try:
-            rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=a.timeout).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
-        if rc != 0:
-            failed.append(f"{setting} (exit {rc})")
-        try:
-            with open(out_json) as f:
-                result = json.load(f)
-        except (OSError, ValueError):
-            continue
-        floor = floor or result.get("streaming_floor")
-        rows += rows_of(setting, result)
+    with open(os.path.join(a.out, "probe.log"), "a") as log:
+        if subprocess.run([a.decoder, "write-inputs", data], stdout=log, stderr=subprocess.STDOUT).returncode != 0:
+            print("decoder_probe: FAILED: decoder write-inputs")
+            return 1
+        for setting in settings:
+            rc, result = run_setting(a, data, setting, log)
+            if rc != 0:
+                failed.append(f"{setting} (exit {rc})")
+            if result is not None:
+                floor = floor or result.get("streaming_floor")
+                rows += rows_of(setting, result)
     text = table(rows, floor)
     if failed:
         text += "\nFAILED: " + ", ".join(failed) + " (probe.log)"

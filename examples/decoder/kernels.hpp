@@ -67,6 +67,7 @@ struct Kernels {
   /// 310, 8 rows 716 against 295: each row costs the GEMV its unpacking and FMAs on the
   /// CUDA cores, while the weights it saves reading are the same at any row count.
   static constexpr int gemv_rows = 1;
+  static_assert(gemv_rows <= gemv_max_rows, "the GEMV kernels hold at most gemv_max_rows rows");
   static constexpr unsigned gemv_threads = 256;
   /// Whether the decoder's own kernels are launched as programmatic dependents of the
   /// kernel before them (compute capability 9.0+, unless CUDAKIT_DECODER_PDL=0).

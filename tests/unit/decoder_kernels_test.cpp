@@ -8,21 +8,12 @@
 #include <string>
 
 #include "kernels.hpp"
+#include "nvrtc_present.hpp"
 
 namespace {
 
 using cudakit::CompileOptions;
 using cudakit::ProgramOutput;
-
-bool nvrtc_present(std::string* why) {
-  try {
-    cudakit::nvrtc_version();
-    return true;
-  } catch (const cudakit::CompilerUnavailable& e) {
-    *why = e.what();
-    return false;
-  }
-}
 
 std::string ptx_of(bool early_trigger) {
   auto program = decoder::Kernels::compile_program(
@@ -45,8 +36,7 @@ std::string entry(const std::string& ptx, const std::string& name) {
 }
 
 TEST(DecoderKernels, CompileToCubinForHopperWithAndWithoutEarlyTriggers) {
-  std::string why;
-  if (!nvrtc_present(&why)) GTEST_SKIP() << why;
+  SKIP_WITHOUT_NVRTC();
   for (bool early : {true, false}) {
     auto program = decoder::Kernels::compile_program(decoder::Config{}, early, {.arch = "sm_90", .use_cache = false});
     EXPECT_GT(program.image().size(), 1000u) << "early triggers " << early;
@@ -54,8 +44,7 @@ TEST(DecoderKernels, CompileToCubinForHopperWithAndWithoutEarlyTriggers) {
 }
 
 TEST(DecoderKernels, EarlyTriggersLetEveryStepKernelsDependentsLaunchAtItsStart) {
-  std::string why;
-  if (!nvrtc_present(&why)) GTEST_SKIP() << why;
+  SKIP_WITHOUT_NVRTC();
   const std::string early = ptx_of(true), late = ptx_of(false);
   for (const char* kernel :
        {"embed_layer_norm", "layer_norm", "decode_attention", "decode_attention_few", "argmax_tokens", "gemv_bias",
@@ -72,8 +61,7 @@ TEST(DecoderKernels, EarlyTriggersLetEveryStepKernelsDependentsLaunchAtItsStart)
 }
 
 TEST(DecoderKernels, TheGemvsLoadTheirWeightWordsBeforeWaitingForTheKernelBefore) {
-  std::string why;
-  if (!nvrtc_present(&why)) GTEST_SKIP() << why;
+  SKIP_WITHOUT_NVRTC();
   for (bool early : {true, false}) {
     const std::string ptx = ptx_of(early);
     for (const char* kernel : {"gemv_bias", "gemv_logits"}) {
@@ -97,8 +85,7 @@ int loads_before_the_softmax(const std::string& kernel) {
 }
 
 TEST(DecoderKernels, TheSmallGridAttentionLoadsItsValuesWithItsKeys) {
-  std::string why;
-  if (!nvrtc_present(&why)) GTEST_SKIP() << why;
+  SKIP_WITHOUT_NVRTC();
   const std::string ptx = ptx_of(true);
   const int plain = loads_before_the_softmax(entry(ptx, "decode_attention"));
   const int few = loads_before_the_softmax(entry(ptx, "decode_attention_few"));

@@ -16,6 +16,7 @@
 #include "cudakit/program.hpp"
 #include "fake_fixture.hpp"
 #include "fake_modules.hpp"
+#include "nvrtc_present.hpp"
 #include "driver/nvrtc.hpp"
 
 namespace cudakit {
@@ -37,22 +38,6 @@ __global__ void fill_value(T* out, T value, int n) {
   if (i < n) out[i] = value;
 }
 )";
-
-bool nvrtc_present(std::string* why) {
-  try {
-    nvrtc_version();
-    return true;
-  } catch (const CompilerUnavailable& e) {
-    *why = e.what();
-    return false;
-  }
-}
-
-#define SKIP_WITHOUT_NVRTC()                                   \
-  do {                                                         \
-    std::string why;                                           \
-    if (!nvrtc_present(&why)) GTEST_SKIP() << why;             \
-  } while (0)
 
 struct TempDir {
   std::filesystem::path path = std::filesystem::temp_directory_path() /
