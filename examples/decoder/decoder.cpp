@@ -1,6 +1,7 @@
 // The decoder's model and sessions on cudakit (decoder.hpp).
 #include "decoder.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -163,25 +164,17 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
                                      .allow_large_shared_memory = true}
              : cudakit::LaunchConfig{.grid = {c.heads, batch}, .block = Kernels::attention_threads};
   const auto& decode_attention = k.attention_kernel(c.heads, batch);
-  // Decode steps of at most Kernels::gemv_rows sequences stream the weights through the
-  // GEMV kernels, with the layer norms fused in (Kernels::small_batch_gemv).
-  const bool gemv = !prompt && k.small_batch_gemv && rows <= Kernels::gemv_rows;
+  // Decode steps of few sequences stream the weights through the GEMV kernels, with the
+  // layer norms fused in (Kernels::takes_gemv).
+  const bool gemv = !prompt && k.takes_gemv(rows, std::max(c.d_model, c.ffn));
   const cudakit::DeviceSpan<const bf16> none{};
-  // The GEMV kernels' warps per output column (enough blocks for every SM) and shape.
-  auto gemv_group = [](int n_out) { return n_out <= 1024 ? 4 : 2; };
-  auto gemv_shape = [&](int n_out, int k_in) {
-    const int columns_per_block = static_cast<int>(Kernels::gemv_threads / 32) / gemv_group(n_out);
-    return k.dependent({.grid = (n_out + columns_per_block - 1) / columns_per_block,
-                        .block = Kernels::gemv_threads,
-                        .shared_memory_bytes = static_cast<std::size_t>(rows) * k_in * sizeof(bf16),
-                        .allow_large_shared_memory = true});
-  };
+  auto gemv_shape = [&](int n_out, int k_in) { return k.dependent(Kernels::gemv_shape(rows, n_out, k_in)); };
   auto small_gemm = [&](cudakit::DeviceSpan<const bf16> in, cudakit::DeviceSpan<const bf16> gamma,
                         cudakit::DeviceSpan<const bf16> beta, cudakit::DeviceSpan<const bf16> weight,
                         cudakit::DeviceSpan<const bf16> bias, cudakit::DeviceSpan<const bf16> residual,
                         cudakit::DeviceSpan<bf16> out, int n_out, int k_in, bool gelu) {
     cudakit::launch(stream, k.gemv_bias, gemv_shape(n_out, k_in), in, gamma, beta, weight, bias, residual, out, rows,
-                    n_out, k_in, gemv_group(n_out), gelu ? 1 : 0);
+                    n_out, k_in, gelu ? 1 : 0);
   };
   for (int l = 0; l < c.layers; ++l) {
     const LayerWeights& w = model_.layer(l);
@@ -226,18 +219,19 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   cudakit::DeviceSpan<const bf16> last_rows =
       cudakit::DeviceSpan<const bf16>(x).subspan((static_cast<std::size_t>(length) - 1) * d, (b - 1) * stride + d);
   auto hidden = hidden_.first(b * d);
-  cudakit::launch(stream, k.layer_norm, k.dependent({batch, norm_threads}), last_rows, static_cast<int>(stride),
-                  model_.final_norm_weight(), model_.final_norm_bias(), hidden);
   auto logits = logits_.first(b * static_cast<std::size_t>(c.vocab));
   // fp32 logits (bf16 inputs, fp32 accumulation stored unrounded): bf16 logits would tie
   // the largest two on about one position in a hundred, and the greedy choice would then
   // hang on the last bit of the hidden state.
-  if (gemv)  // the same sums, streamed by the GEMV (rows == batch in a decode step)
-    cudakit::launch(stream, k.gemv_logits, gemv_shape(c.vocab, c.d_model), cudakit::DeviceSpan<const bf16>(hidden),
-                    model_.lm_head(), logits, batch, c.vocab, c.d_model, gemv_group(c.vocab));
-  else
+  if (gemv) {  // the final norm fused into the LM head's GEMV (rows == batch, contiguous, in a decode step)
+    cudakit::launch(stream, k.gemv_logits, gemv_shape(c.vocab, c.d_model), last_rows, model_.final_norm_weight(),
+                    model_.final_norm_bias(), model_.lm_head(), logits, hidden, batch, c.vocab, c.d_model);
+  } else {
+    cudakit::launch(stream, k.layer_norm, k.dependent({batch, norm_threads}), last_rows, static_cast<int>(stride),
+                    model_.final_norm_weight(), model_.final_norm_bias(), hidden);
     blas_.gemm(cudakit::DeviceSpan<const bf16>(hidden), model_.lm_head(), logits,
                {.m = batch, .n = c.vocab, .k = dm, .transpose_b = true});
+  }
   cudakit::launch(stream, k.argmax_tokens, k.dependent({batch, Kernels::argmax_threads}),
                   cudakit::DeviceSpan<const float>(logits), c.vocab, tokens_.first(b), position_.span(), length);
 }

@@ -388,40 +388,48 @@ argmax_tokens(const float* logits, int vocab, int* next_tokens, int* position, i
 }
 
 // The small-batch GEMM of a decode step, y = epilogue(x · Wᵀ + b), for at most
-// GEMV_MAX_ROWS rows: a weight-streaming GEMV (the rows of x are few, so each weight is
-// read once and used for every row). W is [n][k] row-major, read in 16-byte words;
-// x is staged in shared memory as bf16 (here at most 8 rows · 4096 · 2 bytes = 64 KiB),
-// optionally layer-normed on the way in (gamma non-null: x is the residual stream, the
-// layer norm of the next layer fused into its first GEMM). `group` warps share each output
-// column (a split of k inside the block, summed through shared memory), so that even a
-// 1024-wide output fills the multiprocessors (1024 / (8 / 4) = 512 blocks). The epilogue
-// is cuBLASLt's: the fp32 sum plus the bias, plus the residual (residual non-null; it may
-// be `out` itself), then GELU (gelu non-zero), rounded to bf16 once.
-// Each lane's first GEMV_AHEAD weight words are loaded before the wait (for every matrix
-// of this model that is all of them: the down-projection's 4096-wide rows, 4 warps a
-// column, give a lane 4 words), so the weights stream while the kernel before still runs.
-// The per-row sums are indexed by constants only (loops up to GEMV_MAX_ROWS, unrolled,
-// guarded by `rows`), so they stay in registers.
-#define GEMV_THREADS 256
-#define GEMV_WARPS (GEMV_THREADS / WARP)
-#define GEMV_MAX_ROWS 8
-#define GEMV_AHEAD 4
+// GEMV_MAX_ROWS rows of x: a weight-streaming GEMV on the tensor cores. The rows of x are
+// few, so the time is the weights' reading; each weight is read once and used for every
+// row, and the multiply-adds are mma.sync's (m16n8k16, bf16 in, fp32 sums), so a step of
+// 16 rows costs what a step of 1 costs.
+//
+// One block computes 8 output columns (the mma's n) over the whole of k, which its warps
+// split in contiguous parts; W is [n][k] row-major, read in 16-byte words. Lane (g, t) of
+// a warp (g = lane / 4, t = lane % 4) reads column g's words part_begin + t + 4·s, and each
+// word feeds two mmas: the mma's k order is a permutation of the word's, the same one for
+// x's fragment (row g's word at the same place), so the sums are x · wᵀ. x is staged in
+// shared memory (rows padded by 4 words, so that two rows' fragments fall in different
+// banks), optionally layer-normed on the way in (gamma non-null: x is the residual stream,
+// the next layer's norm fused into its first GEMM). The warps' sums meet in shared memory;
+// the epilogue is cuBLASLt's: the fp32 sum plus the bias, plus the residual (residual
+// non-null; it may be `out` itself), then GELU (gelu non-zero), rounded to bf16 once.
+//
+// A lane's first GEMV_AHEAD words are loaded before the wait (for every matrix of this
+// model that is all of them: the host gives the 4096-wide rows 16 warps), so the weights
+// stream while the kernel before still runs; later words keep GEMV_AHEAD in flight.
+#define GEMV_MAX_ROWS 16
+#define GEMV_MAX_WARPS 16
+#define GEMV_AHEAD 8
+#define GEMV_ROW_PAD 4
 
-// acc[r] += the dot product of one weight word with word c of each staged row of x.
-__device__ __forceinline__ void gemv_accumulate(uint4 weight_word, const uint4* staged, int words, int c, int rows,
-                                                float (&acc)[GEMV_MAX_ROWS]) {
-  float wv[8];
-  unpack8(weight_word, wv);
-#pragma unroll
-  for (int r = 0; r < GEMV_MAX_ROWS; ++r) {
-    if (r < rows) {
-      float xv[8];
-      unpack8(staged[r * words + c], xv);
-      float sum = 0.0f;
-      for (int j = 0; j < 8; ++j) sum += wv[j] * xv[j];
-      acc[r] += sum;
-    }
-  }
+// Word s of this lane's part of column `row` of W, or zeros past the part's end.
+__device__ __forceinline__ uint4 gemv_weight_word(const uint4* row, int c, int end) {
+  return c < end ? row[c] : make_uint4(0, 0, 0, 0);
+}
+
+// acc += x fragment · weight word: the two mmas one 16-byte word of W feeds. `low` and
+// `high` are x's words of rows g and g + 8 at the weight word's place.
+__device__ __forceinline__ void gemv_mma(uint4 w, uint4 low, uint4 high, float (&acc)[4]) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(low.x), "r"(high.x), "r"(low.y), "r"(high.y), "r"(w.x), "r"(w.y));
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(low.z), "r"(high.z), "r"(low.w), "r"(high.w), "r"(w.z), "r"(w.w));
+#endif
 }
 
 __device__ __forceinline__ float gelu_tanh(float v) {
@@ -429,114 +437,141 @@ __device__ __forceinline__ float gelu_tanh(float v) {
   return 0.5f * v * (1.0f + tanhf(inner));
 }
 
+// Stages `rows` rows of x (k values each, contiguous) in shared memory, `stride` words
+// apart, layer-normed when gamma is non-null (PyTorch's formula, fp32, the biased
+// variance); `gamma_word` and `beta_word` are word tid % words of gamma and beta, loaded
+// before the wait. When `normed` is non-null, block 0 also writes the normed rows there.
+__device__ void gemv_stage_x(const bf16* x, const bf16* gamma, const bf16* beta, uint4 gamma_word, uint4 beta_word,
+                             uint4* staged, int stride, int rows, int words, int k, bf16* normed) {
+  __shared__ float mean_rstd[GEMV_MAX_ROWS][2];
+  const int tid = threadIdx.x, threads = blockDim.x, warp = tid / WARP, lane = tid % WARP;
+  for (int i = tid; i < rows * words; i += threads)
+    staged[(i / words) * stride + i % words] = reinterpret_cast<const uint4*>(x)[i];
+  __syncthreads();
+  if (gamma == nullptr) return;
+  for (int r = warp; r < rows; r += threads / WARP) {  // a warp a row
+    const uint4* row = staged + r * stride;
+    float s = 0.0f;
+    for (int c = lane; c < words; c += WARP) {
+      float v[8];
+      unpack8(row[c], v);
+      for (int j = 0; j < 8; ++j) s += v[j];
+    }
+    const float mean = warp_sum(s) / k;
+    float q = 0.0f;
+    for (int c = lane; c < words; c += WARP) {
+      float v[8];
+      unpack8(row[c], v);
+      for (int j = 0; j < 8; ++j) q += (v[j] - mean) * (v[j] - mean);
+    }
+    const float rstd = rsqrtf(warp_sum(q) / k + LAYER_NORM_EPS);
+    if (lane == 0) mean_rstd[r][0] = mean, mean_rstd[r][1] = rstd;
+  }
+  __syncthreads();
+  const int mine = tid % words;
+  for (int i = tid; i < rows * words; i += threads) {
+    const int r = i / words, c = i % words;
+    float v[8], g[8], b[8];
+    unpack8(staged[r * stride + c], v);
+    unpack8(c == mine ? gamma_word : reinterpret_cast<const uint4*>(gamma)[c], g);
+    unpack8(c == mine ? beta_word : reinterpret_cast<const uint4*>(beta)[c], b);
+    const float mean = mean_rstd[r][0], rstd = mean_rstd[r][1];
+    for (int j = 0; j < 8; ++j) v[j] = (v[j] - mean) * rstd * g[j] + b[j];
+    const uint4 y = pack8(v);
+    staged[r * stride + c] = y;
+    if (normed != nullptr && blockIdx.x == 0) reinterpret_cast<uint4*>(normed)[i] = y;
+  }
+  __syncthreads();
+}
+
 // The body of both GEMV kernels: LOGITS writes the fp32 sums as they are (the LM head's
-// logits, no epilogue), otherwise the bf16 epilogue above.
+// logits, no epilogue), otherwise the bf16 epilogue above. blockDim.x is 32 × warps, 4 to
+// GEMV_MAX_WARPS warps; the grid n / 8 blocks.
 template <bool LOGITS>
 __device__ __forceinline__ void gemv(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w,
-                                     const bf16* bias, const bf16* residual, void* out, int rows, int n, int k,
-                                     int group, int gelu) {
-  extern __shared__ uint4 staged[];  // [rows][k / 8]
-  __shared__ float partial[GEMV_WARPS][GEMV_MAX_ROWS];
-  __shared__ float scratch[WARP];
-  const int tid = threadIdx.x, warp = tid / WARP, lane = tid % WARP;
-  const int words = k / 8;
-  const int column = blockIdx.x * (GEMV_WARPS / group) + warp / group;
-  const int member = warp % group;  // this warp's share of k
-  const uint4* weights = reinterpret_cast<const uint4*>(w + (long long)(column < n ? column : 0) * k);
+                                     const bf16* bias, const bf16* residual, void* out, bf16* normed, int rows, int n,
+                                     int k, int gelu) {
+  extern __shared__ uint4 staged[];  // [rows][words + GEMV_ROW_PAD]
+  __shared__ float partial[GEMV_MAX_WARPS][GEMV_MAX_ROWS][8];
+  const int tid = threadIdx.x, warps = blockDim.x / WARP, warp = tid / WARP, lane = tid % WARP;
+  const int g = lane / 4, t = lane % 4;
+  const int words = k / 8, stride = words + GEMV_ROW_PAD;
+  const int column0 = blockIdx.x * 8;
+  // This warp's part of k, in words: a multiple of 4, so each lane reads every 4th word.
+  const int part = ((words + warps - 1) / warps + 3) & ~3;
+  const int begin = warp * part, end = min(begin + part, words);
+  const int steps = end > begin ? (end - begin + 3) / 4 : 0;
+  const uint4* row = reinterpret_cast<const uint4*>(w + (long long)(column0 + g) * k);
 
-  // The weights depend on nothing earlier in the step: they are in flight before the
-  // wait for the kernel that wrote x.
-  const int start = member * WARP + lane, stride = group * WARP;
+  // The weights, gamma, beta and bias depend on nothing earlier in the step: they are in
+  // flight before the wait for the kernel that wrote x.
   uint4 ahead[GEMV_AHEAD];
 #pragma unroll
-  for (int i = 0; i < GEMV_AHEAD; ++i) {
-    const int c = start + i * stride;
-    ahead[i] = column < n && c < words ? weights[c] : make_uint4(0, 0, 0, 0);
-  }
+  for (int s = 0; s < GEMV_AHEAD; ++s) ahead[s] = gemv_weight_word(row, begin + t + 4 * s, end);
+  const bool norm = gamma != nullptr;
+  const uint4 gamma_word = norm ? reinterpret_cast<const uint4*>(gamma)[tid % words] : make_uint4(0, 0, 0, 0);
+  const uint4 beta_word = norm ? reinterpret_cast<const uint4*>(beta)[tid % words] : make_uint4(0, 0, 0, 0);
+  // Thread tid < rows · 8 finishes output (tid / 8, column0 + tid % 8).
+  const int out_row = tid / 8, out_column = column0 + tid % 8;
+  const bool finishes = tid < rows * 8;
+  const float bias_value = !LOGITS && finishes ? bf16_to_float(bias[out_column]) : 0.0f;
   LET_DEPENDENTS_LAUNCH();
   cudakit::device::wait_for_predecessors();
 
-  for (int i = tid; i < rows * words; i += GEMV_THREADS)
-    staged[i] = reinterpret_cast<const uint4*>(x)[(long long)(i / words) * words + i % words];
-  __syncthreads();
-  if (gamma != nullptr) {
-    // Layer norm of each row in place (PyTorch's formula, fp32, the biased variance).
-    for (int r = 0; r < rows; ++r) {
-      float s = 0.0f;
-      for (int c = tid; c < words; c += GEMV_THREADS) {
-        float v[8];
-        unpack8(staged[r * words + c], v);
-        for (int j = 0; j < 8; ++j) s += v[j];
-      }
-      const float mean = block_sum(s, scratch) / k;
-      float q = 0.0f;
-      for (int c = tid; c < words; c += GEMV_THREADS) {
-        float v[8];
-        unpack8(staged[r * words + c], v);
-        for (int j = 0; j < 8; ++j) q += (v[j] - mean) * (v[j] - mean);
-      }
-      const float rstd = rsqrtf(block_sum(q, scratch) / k + LAYER_NORM_EPS);
-      for (int c = tid; c < words; c += GEMV_THREADS) {
-        float v[8], g[8], b[8];
-        unpack8(staged[r * words + c], v);
-        unpack8(reinterpret_cast<const uint4*>(gamma)[c], g);
-        unpack8(reinterpret_cast<const uint4*>(beta)[c], b);
-        for (int j = 0; j < 8; ++j) v[j] = (v[j] - mean) * rstd * g[j] + b[j];
-        staged[r * words + c] = pack8(v);
-      }
-      __syncthreads();
-    }
-  }
+  const float residual_value =
+      !LOGITS && finishes && residual != nullptr ? bf16_to_float(residual[(long long)out_row * n + out_column]) : 0.0f;
+  gemv_stage_x(x, gamma, beta, gamma_word, beta_word, staged, stride, rows, words, k, normed);
 
-  float acc[GEMV_MAX_ROWS];
-#pragma unroll
-  for (int r = 0; r < GEMV_MAX_ROWS; ++r) acc[r] = 0.0f;
-  if (column < n) {
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  const uint4* low_row = staged + g * stride;
+  const uint4* high_row = staged + (g + 8) * stride;
+  const bool has_low = g < rows, has_high = g + 8 < rows;
+  for (int s0 = 0; s0 < steps; s0 += GEMV_AHEAD) {
 #pragma unroll
     for (int i = 0; i < GEMV_AHEAD; ++i) {
-      const int c = start + i * stride;
-      if (c < words) gemv_accumulate(ahead[i], staged, words, c, rows, acc);
-    }
-    for (int c = start + GEMV_AHEAD * stride; c < words; c += stride)
-      gemv_accumulate(weights[c], staged, words, c, rows, acc);
-  }
-#pragma unroll
-  for (int r = 0; r < GEMV_MAX_ROWS; ++r) {
-    if (r < rows) {  // the same for every lane: the shuffles see the whole warp
-      const float total = warp_sum(acc[r]);
-      if (lane == 0) partial[warp][r] = total;
+      const int s = s0 + i;
+      if (s < steps) {  // the same for the whole warp: mma.sync needs every lane
+        const int c = begin + t + 4 * s;
+        const bool inside = c < end;
+        gemv_mma(ahead[i], has_low && inside ? low_row[c] : zero, has_high && inside ? high_row[c] : zero, acc);
+        ahead[i] = gemv_weight_word(row, c + 4 * GEMV_AHEAD, end);
+      }
     }
   }
+  // acc holds rows g and g + 8, columns 2t and 2t + 1.
+  if (has_low) partial[warp][g][2 * t] = acc[0], partial[warp][g][2 * t + 1] = acc[1];
+  if (has_high) partial[warp][g + 8][2 * t] = acc[2], partial[warp][g + 8][2 * t + 1] = acc[3];
   __syncthreads();
   cudakit::device::trigger_dependents();
-  if (member == 0 && lane < rows && column < n) {
-    const int r = lane;
-    float v = 0.0f;
-    for (int m = 0; m < group; ++m) v += partial[warp + m][r];
-    if (LOGITS) {
-      static_cast<float*>(out)[(long long)r * n + column] = v;
-      return;
-    }
-    v += bf16_to_float(bias[column]);
-    if (residual != nullptr) v += bf16_to_float(residual[(long long)r * n + column]);
-    if (gelu) v = gelu_tanh(v);
-    static_cast<bf16*>(out)[(long long)r * n + column] = float_to_bf16(v);
+  if (!finishes) return;
+  float v = 0.0f;
+  for (int m = 0; m < warps; ++m) v += partial[m][out_row][tid % 8];
+  if (LOGITS) {
+    static_cast<float*>(out)[(long long)out_row * n + out_column] = v;
+    return;
   }
+  v += bias_value + residual_value;
+  if (gelu) v = gelu_tanh(v);
+  static_cast<bf16*>(out)[(long long)out_row * n + out_column] = float_to_bf16(v);
 }
 
-// At least 5 blocks a multiprocessor (at most 48 registers a thread): holding the words
-// ahead costs no occupancy against the GEMV without them.
-extern "C" __global__ void __launch_bounds__(GEMV_THREADS, 5)
+// At most 64 registers a thread: 4 blocks of 8 warps, or 2 of 16, on a multiprocessor, so
+// a GEMV's blocks and its successor's fit at once.
+extern "C" __global__ void __launch_bounds__(GEMV_MAX_WARPS * WARP, 2)
 gemv_bias(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, const bf16* residual,
-          bf16* out, int rows, int n, int k, int group, int gelu) {
-  gemv<false>(x, gamma, beta, w, bias, residual, out, rows, n, k, group, gelu);
+          bf16* out, int rows, int n, int k, int gelu) {
+  gemv<false>(x, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, gelu);
 }
 
-// The LM head of a decode step: logits = x · Wᵀ in fp32, unrounded (as the cuBLAS GEMM of
-// the other path stores them), for at most GEMV_MAX_ROWS rows of x (the final norm's).
-extern "C" __global__ void __launch_bounds__(GEMV_THREADS, 5)
-gemv_logits(const bf16* x, const bf16* w, float* logits, int rows, int n, int k, int group) {
-  gemv<true>(x, nullptr, nullptr, w, nullptr, nullptr, logits, rows, n, k, group, 0);
+// The LM head of a decode step: logits = layer_norm(x) · Wᵀ in fp32, unrounded (as the
+// cuBLAS GEMM of the other path stores them), for at most GEMV_MAX_ROWS rows of x (the
+// last layer's residual stream, contiguous), with the final norm fused in; block 0 also
+// writes the normed rows to `normed` (the step's hidden state).
+extern "C" __global__ void __launch_bounds__(GEMV_MAX_WARPS * WARP, 2)
+gemv_logits(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, float* logits, bf16* normed, int rows,
+            int n, int k) {
+  gemv<true>(x, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, 0);
 }
 
 // The end of a step in a device-side loop (GraphCache::run_loop): records the step's
@@ -578,9 +613,10 @@ std::string float_literal(float value) {
 
 cudakit::CompiledProgram Kernels::compile_program(const Config& config, bool early_trigger,
                                                   cudakit::CompileOptions options) {
-  if (config.head_dim != 64 || config.d_model % 8 != 0 || config.d_model / 8 > 1024 || config.vocab % 8 != 0)
-    throw cudakit::InvalidArgument("decoder kernels: heads must be 64 wide, d_model a multiple of 8 up to 8192 and "
-                                   "the vocabulary a multiple of 8");
+  if (config.head_dim != 64 || config.d_model % 8 != 0 || config.d_model / 8 > 1024 || config.vocab % 8 != 0 ||
+      config.ffn % 8 != 0)
+    throw cudakit::InvalidArgument("decoder kernels: heads must be 64 wide, d_model a multiple of 8 up to 8192, and "
+                                   "the feed-forward width and the vocabulary multiples of 8");
   options.defines = {"D_MODEL=" + std::to_string(config.d_model), "N_HEADS=" + std::to_string(config.heads),
                      "MAX_POSITIONS=" + std::to_string(config.max_positions),
                      "LAYER_NORM_EPS=" + float_literal(config.layer_norm_eps),
@@ -606,16 +642,18 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   k.decode_attention = k.module.kernel<DecodeAttention>("decode_attention");
   k.decode_attention_few = k.module.kernel<DecodeAttention>("decode_attention_few");
   k.multiprocessors = device.multiprocessor_count();
+  k.shared_memory_optin = static_cast<std::size_t>(device.max_shared_memory_per_block_optin());
   k.prefill_attention = k.module.kernel<PrefillAttention>("prefill_attention");
   k.argmax_tokens = k.module.kernel<ArgmaxTokens>("argmax_tokens");
   k.loop_control = k.module.kernel<LoopControl>("loop_control");
   k.stream_read = k.module.kernel<StreamRead>("stream_read");
   k.gemv_bias = k.module.kernel<GemvBias>("gemv_bias");
   k.gemv_logits = k.module.kernel<GemvLogits>("gemv_logits");
-  // The weight-streaming GEMV for decode steps of one sequence (Kernels::gemv_rows), with
-  // the layer norms fused into it; CUDAKIT_DECODER_GEMV=0 keeps cuBLASLt, for comparison.
+  // The weight-streaming GEMV for decode steps of few sequences (Kernels::gemv_rows), with
+  // the layer norms fused into it; its mma needs compute capability 8.0.
+  // CUDAKIT_DECODER_GEMV=0 keeps cuBLASLt, for comparison.
   const char* gemv = std::getenv("CUDAKIT_DECODER_GEMV");
-  k.small_batch_gemv = !(gemv != nullptr && std::string(gemv) == "0");
+  k.small_batch_gemv = device.compute_capability().major >= 8 && !(gemv != nullptr && std::string(gemv) == "0");
   // Programmatic dependent launch needs compute capability 9.0; CUDAKIT_DECODER_PDL=0
   // keeps the plain launches, for comparison.
   const char* pdl = std::getenv("CUDAKIT_DECODER_PDL");

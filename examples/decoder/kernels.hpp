@@ -29,13 +29,14 @@ struct Kernels {
   using ArgmaxTokens = void(const float*, int, int*, int*, int);
   /// (loop, tokens, history, done, steps, batch); one thread: the end of a looped step.
   using LoopControl = void(unsigned long long, const int*, int*, int*, int, int);
-  /// (x, gamma, beta, w, bias, residual, out, rows, n, k, group, gelu): out = epilogue(ln?(x) · wᵀ + bias),
-  /// at most gemv_max_rows rows; grid n / (8 / group) blocks of 256 threads.
+  /// (x, gamma, beta, w, bias, residual, out, rows, n, k, gelu): out = epilogue(ln?(x) · wᵀ + bias),
+  /// at most gemv_max_rows rows; the launch is gemv_shape's.
   using GemvBias = void(const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, bf16*, int, int,
-                        int, int, int);
-  /// (x, w, logits, rows, n, k, group): logits = x · wᵀ in fp32, the LM head of a decode
-  /// step of at most gemv_max_rows rows; the grid as GemvBias's.
-  using GemvLogits = void(const bf16*, const bf16*, float*, int, int, int, int);
+                        int, int);
+  /// (x, gamma, beta, w, logits, normed, rows, n, k): logits = layer_norm(x) · wᵀ in fp32 and
+  /// normed = layer_norm(x), the final norm and LM head of a decode step of at most
+  /// gemv_max_rows contiguous rows; the launch is gemv_shape's.
+  using GemvLogits = void(const bf16*, const bf16*, const bf16*, const bf16*, float*, bf16*, int, int, int);
   /// (data, 16-byte words, sink): reads every word once, for the streaming floor.
   using StreamRead = void(const bf16*, long long, unsigned*);
 
@@ -61,14 +62,34 @@ struct Kernels {
   /// norms fused into it, instead of cuBLASLt and the layer_norm kernels, and gemv_logits
   /// for the LM head instead of cuBLAS (unless CUDAKIT_DECODER_GEMV=0).
   bool small_batch_gemv = false;
-  static constexpr int gemv_max_rows = 8;  // what the kernels hold
-  /// The rows up to which the GEMV path is faster. On the H200 (graph cache, step p50):
-  /// 1 row 250 µs against cuBLASLt's 286, 2 rows 302 against 297, 4 rows 440 against
-  /// 310, 8 rows 716 against 295: each row costs the GEMV its unpacking and FMAs on the
-  /// CUDA cores, while the weights it saves reading are the same at any row count.
-  static constexpr int gemv_rows = 1;
+  static constexpr int gemv_max_rows = 16;  // what the kernels hold (the mma's 16 rows)
+  /// The rows up to which decode steps take the GEMV path.
+  static constexpr int gemv_rows = 16;
   static_assert(gemv_rows <= gemv_max_rows, "the GEMV kernels hold at most gemv_max_rows rows");
-  static constexpr unsigned gemv_threads = 256;
+  /// Shared memory a block may opt in to on the device (the GEMV stages x there).
+  std::size_t shared_memory_optin = 0;
+  /// The GEMV's static shared memory (its warps' sums and the rows' norms), at most.
+  static constexpr std::size_t gemv_static_shared = 9 * 1024;
+
+  /// Whether a decode step of `rows` rows whose widest GEMM input is `widest_k` takes the
+  /// GEMV path: switched on, at most gemv_rows rows, and x's rows fit the shared memory.
+  bool takes_gemv(int rows, int widest_k) const {
+    return small_batch_gemv && rows <= gemv_rows &&
+           gemv_shape(rows, 8, widest_k).shared_memory_bytes + gemv_static_shared <= shared_memory_optin;
+  }
+
+  /// The launch of a GEMV over `rows` rows, n_out outputs and k_in inputs: a block of 8
+  /// output columns each, with a warp per 16 words of k (4 to 16 warps: each lane's words
+  /// are then in flight before the wait), and x's rows staged in shared memory.
+  static cudakit::LaunchConfig gemv_shape(int rows, int n_out, int k_in) {
+    const int words = k_in / 8;
+    const int warps = words / 16 < 4 ? 4 : words / 16 > 16 ? 16 : words / 16;
+    return {.grid = static_cast<unsigned>(n_out / 8),
+            .block = static_cast<unsigned>(warps * 32),
+            .shared_memory_bytes = static_cast<std::size_t>(rows) * static_cast<std::size_t>(words + 4) * 16,
+            .allow_large_shared_memory = true};
+  }
+
   /// Whether the decoder's own kernels are launched as programmatic dependents of the
   /// kernel before them (compute capability 9.0+, unless CUDAKIT_DECODER_PDL=0).
   bool programmatic = false;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "decoder.hpp"
@@ -25,24 +26,25 @@ struct Trace {
   int position = 0;
 };
 
-// The prompt, then `steps` decode steps; the tokens and the final hidden state after the
-// prompt and after every step.
+// The prompt, then `steps` decode steps of `batch` sequences (the inputs' first); the
+// tokens and the final hidden states after the prompt and after every step, each point
+// [batch] tokens and [batch][d_model] states.
 Trace run(const decoder::Model& model, cudakit::StreamRef stream, const decoder::Inputs& inputs, int steps,
-          StepMode mode, cudakit::GraphCacheStatistics* statistics = nullptr) {
-  Session session(model, stream, {1, inputs.prompt_length});
+          StepMode mode, cudakit::GraphCacheStatistics* statistics = nullptr, int batch = 1) {
+  Session session(model, stream, {batch, inputs.prompt_length});
   Trace t;
-  std::vector<std::int32_t> token(1);
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch));
   auto keep = [&] {
-    session.read_tokens(token);
-    t.tokens.push_back(token[0]);
-    const std::vector<std::uint16_t> h = session.read_hidden(1);
+    session.read_tokens(tokens);
+    t.tokens.insert(t.tokens.end(), tokens.begin(), tokens.end());
+    const std::vector<std::uint16_t> h = session.read_hidden(batch);
     t.hidden.insert(t.hidden.end(), h.begin(), h.end());
   };
-  session.prefill(inputs.prompts, 1, inputs.prompt_length);
+  session.prefill(decoder::batch_prompts(inputs, batch, 0), batch, inputs.prompt_length);
   keep();
   for (int s = 0; s < steps; ++s) {
-    if (mode == StepMode::cached) session.step_cached(1);
-    else session.step(1);
+    if (mode == StepMode::cached) session.step_cached(batch);
+    else session.step(batch);
     keep();
   }
   t.position = session.read_position();
@@ -122,16 +124,18 @@ TEST_F(DecoderTest, StepsInOneDeviceSideLoopEqualOneStepPerLaunch) {
   }
 }
 
-// The weight-streaming GEMV path (the default at one sequence; CUDAKIT_DECODER_GEMV=0
-// turns it off: the GEMMs with the layer norms fused in, the LM head) computes what the
-// cuBLASLt path computes, up to the order of the sums: hidden states within 1e-2
-// relative L2 at every point of 8 steps whose inputs agree, the prompt's token equal.
+// The weight-streaming GEMV path (the default for decode steps of up to
+// Kernels::gemv_rows sequences; CUDAKIT_DECODER_GEMV=0 turns it off: the GEMMs on the
+// tensor cores with the layer norms fused in, the LM head with the final norm) computes
+// what the cuBLASLt path computes, up to the order of the sums: hidden states within 1e-2
+// relative L2 at every point of 8 steps whose inputs agree, the prompt's tokens equal. At
+// 1 sequence, at 5 (rows that fill part of the mma's first 8) and at 16 (all of its rows).
 TEST_F(DecoderTest, TheSmallBatchGemvPathMatchesTheCublasLtPath) {
   cudakit::Stream stream(device());
   const decoder::Config config{.layers = 2, .d_model = 256, .heads = 4, .head_dim = 64, .ffn = 1024, .vocab = 4096,
                                .max_positions = 256};
   const decoder::HostWeights weights = decoder::random_weights(config);
-  const decoder::Inputs inputs = decoder::random_inputs(config, 1, 64, 1);
+  const decoder::Inputs inputs = decoder::random_inputs(config, 16, 64, 1);
   const int steps = 8;
   ::setenv("CUDAKIT_DECODER_GEMV", "0", 1);
   const decoder::Model lt_model(weights, stream);
@@ -139,29 +143,38 @@ TEST_F(DecoderTest, TheSmallBatchGemvPathMatchesTheCublasLtPath) {
   const decoder::Model gemv_model(weights, stream);
   ASSERT_TRUE(gemv_model.kernels().small_batch_gemv);
   ASSERT_FALSE(lt_model.kernels().small_batch_gemv);
-  const Trace lt = run(lt_model, stream, inputs, steps, StepMode::cached);
-  const Trace gemv = run(gemv_model, stream, inputs, steps, StepMode::cached);
-  ASSERT_EQ(lt.hidden.size(), gemv.hidden.size());
-  EXPECT_EQ(lt.tokens.front(), gemv.tokens.front()) << "the prompt runs the same path on both";
   const std::size_t d = static_cast<std::size_t>(config.d_model);
-  // Point p's inputs are the same on both paths while the tokens before it agree; after a
-  // token differs (a near tie broken the other way) the sequences part, and the
-  // comparison ends there.
-  int compared = 0;
-  for (int p = 0; p <= steps; ++p) {
-    double diff = 0, norm = 0;
-    for (std::size_t i = static_cast<std::size_t>(p) * d; i < static_cast<std::size_t>(p + 1) * d; ++i) {
-      const double a = decoder::from_bf16(lt.hidden[i]), b = decoder::from_bf16(gemv.hidden[i]);
-      diff += (a - b) * (a - b);
-      norm += a * a;
+  for (int batch : {1, 5, 16}) {
+    ASSERT_TRUE(gemv_model.kernels().takes_gemv(batch, config.ffn)) << batch;
+    const Trace lt = run(lt_model, stream, inputs, steps, StepMode::cached, nullptr, batch);
+    const Trace gemv = run(gemv_model, stream, inputs, steps, StepMode::cached, nullptr, batch);
+    ASSERT_EQ(lt.hidden.size(), gemv.hidden.size());
+    ASSERT_EQ(lt.hidden.size(), static_cast<std::size_t>(steps + 1) * batch * d);
+    int compared = 0;
+    for (int b = 0; b < batch; ++b) {
+      const auto at = [&](int point) { return static_cast<std::size_t>(point * batch + b); };
+      EXPECT_EQ(lt.tokens[at(0)], gemv.tokens[at(0)]) << "batch " << batch << ", sequence " << b
+                                                      << ": the prompt runs the same path on both";
+      // Point p's inputs are the same on both paths while the sequence's tokens before it
+      // agree; after a token differs (a near tie broken the other way) the sequence parts,
+      // and its comparison ends there.
+      for (int p = 0; p <= steps; ++p) {
+        double diff = 0, norm = 0;
+        for (std::size_t i = at(p) * d; i < (at(p) + 1) * d; ++i) {
+          const double x = decoder::from_bf16(lt.hidden[i]), y = decoder::from_bf16(gemv.hidden[i]);
+          diff += (x - y) * (x - y);
+          norm += x * x;
+        }
+        EXPECT_GT(norm, 0.0);
+        EXPECT_LE(std::sqrt(diff / norm), 1e-2) << "batch " << batch << ", sequence " << b << ", point " << p;
+        ++compared;
+        if (lt.tokens[at(p)] != gemv.tokens[at(p)]) break;
+      }
     }
-    EXPECT_LE(std::sqrt(diff / norm), 1e-2) << "point " << p;
-    ++compared;
-    if (lt.tokens[static_cast<std::size_t>(p)] != gemv.tokens[static_cast<std::size_t>(p)]) break;
+    EXPECT_GE(compared, 2 * batch) << "batch " << batch << ": the step after each prompt is compared";
+    RecordProperty("points_compared_at_batch_" + std::to_string(batch), compared);
+    EXPECT_EQ(gemv.position, inputs.prompt_length + steps);
   }
-  EXPECT_GE(compared, 2) << "the prompt's token is the same on both paths (the prompt does not use the GEMV)";
-  RecordProperty("points_compared", compared);
-  EXPECT_EQ(gemv.position, inputs.prompt_length + steps);
 }
 
 TEST_F(DecoderTest, EightGraphCacheStepsAtBatchOneEqualTheEagerSteps) {
