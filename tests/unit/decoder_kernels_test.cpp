@@ -1,8 +1,9 @@
 // The decoder's kernels compiled with the real NVRTC for Hopper, without a GPU: the
 // program compiles both with and without early triggers, the switch changes what it says,
 // and the GEMV's weight words are loaded before its wait for the kernel before it (the
-// overlap programmatic dependent launch is for). Whether the kernels compute the right
-// values is the device tests' (tests/device/decoder_device_test.cpp).
+// overlap programmatic dependent launch is for), and the GEMVs multiply on the tensor
+// cores. Whether the kernels compute the right values is the device tests'
+// (tests/device/decoder_device_test.cpp).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -71,6 +72,16 @@ TEST(DecoderKernels, TheGemvsLoadTheirWeightWordsBeforeWaitingForTheKernelBefore
       // Four 16-byte words a lane (every word of this model's widest rows) are in flight first.
       EXPECT_GE(count(gemv.substr(0, wait), "ld.global.v4.u32"), 4) << kernel << ", early triggers " << early;
     }
+  }
+}
+
+TEST(DecoderKernels, TheGemvsMultiplyOnTheTensorCores) {
+  SKIP_WITHOUT_NVRTC();
+  const std::string ptx = ptx_of(true);
+  for (const char* kernel : {"gemv_bias", "gemv_logits"}) {
+    const std::string gemv = entry(ptx, kernel);
+    // Two mmas a 16-byte weight word, bf16 inputs and fp32 sums.
+    EXPECT_GE(count(gemv, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), 2) << kernel;
   }
 }
 
