@@ -405,8 +405,8 @@ argmax_tokens(const float* logits, int vocab, int* next_tokens, int* position, i
 // non-null; it may be `out` itself), then GELU (gelu non-zero), rounded to bf16 once.
 //
 // A lane's first GEMV_AHEAD words are loaded before the wait (for every matrix of this
-// model that is all of them: the host gives the 4096-wide rows 16 warps), so the weights
-// stream while the kernel before still runs; later words keep GEMV_AHEAD in flight.
+// model that is all of them: the host gives a block a warp per 32 words of k), so the
+// weights stream while the kernel before still runs; later words keep GEMV_AHEAD in flight.
 #define GEMV_MAX_ROWS 16
 #define GEMV_MAX_WARPS 16
 #define GEMV_AHEAD 8
@@ -556,7 +556,7 @@ __device__ __forceinline__ void gemv(const bf16* x, const bf16* gamma, const bf1
   static_cast<bf16*>(out)[(long long)out_row * n + out_column] = float_to_bf16(v);
 }
 
-// At most 64 registers a thread: 4 blocks of 8 warps, or 2 of 16, on a multiprocessor, so
+// At most 64 registers a thread: 8 blocks of 4 warps, or 2 of 16, on a multiprocessor, so
 // a GEMV's blocks and its successor's fit at once.
 extern "C" __global__ void __launch_bounds__(GEMV_MAX_WARPS * WARP, 2)
 gemv_bias(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, const bf16* residual,

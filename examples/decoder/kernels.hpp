@@ -79,11 +79,13 @@ struct Kernels {
   }
 
   /// The launch of a GEMV over `rows` rows, n_out outputs and k_in inputs: a block of 8
-  /// output columns each, with a warp per 16 words of k (4 to 16 warps: each lane's words
-  /// are then in flight before the wait), and x's rows staged in shared memory.
+  /// output columns each, with a warp per 32 words of k (4 to 16 warps: each lane's 8
+  /// words, up to 8192-wide rows, are then in flight before the wait, and the blocks of
+  /// two successive GEMVs fit the multiprocessors at once), and x's rows staged in shared
+  /// memory.
   static cudakit::LaunchConfig gemv_shape(int rows, int n_out, int k_in) {
     const int words = k_in / 8;
-    const int warps = words / 16 < 4 ? 4 : words / 16 > 16 ? 16 : words / 16;
+    const int warps = words / 32 < 4 ? 4 : words / 32 > 16 ? 16 : words / 32;
     return {.grid = static_cast<unsigned>(n_out / 8),
             .block = static_cast<unsigned>(warps * 32),
             .shared_memory_bytes = static_cast<std::size_t>(rows) * static_cast<std::size_t>(words + 4) * 16,
