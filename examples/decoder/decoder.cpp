@@ -1,7 +1,6 @@
 // The decoder's model and sessions on cudakit (decoder.hpp).
 #include "decoder.hpp"
 
-#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -166,15 +165,15 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   const auto& decode_attention = k.attention_kernel(c.heads, batch);
   // Decode steps of few sequences stream the weights through the GEMV kernels, with the
   // layer norms fused in (Kernels::takes_gemv).
-  const bool gemv = !prompt && k.takes_gemv(rows, std::max(c.d_model, c.ffn));
+  const bool gemv = !prompt && k.takes_gemv(rows, c.d_model, c.ffn);
   const cudakit::DeviceSpan<const bf16> none{};
-  auto gemv_shape = [&](int n_out, int k_in) { return k.dependent(Kernels::gemv_shape(rows, n_out, k_in)); };
   auto small_gemm = [&](cudakit::DeviceSpan<const bf16> in, cudakit::DeviceSpan<const bf16> gamma,
                         cudakit::DeviceSpan<const bf16> beta, cudakit::DeviceSpan<const bf16> weight,
                         cudakit::DeviceSpan<const bf16> bias, cudakit::DeviceSpan<const bf16> residual,
                         cudakit::DeviceSpan<bf16> out, int n_out, int k_in, bool gelu) {
-    cudakit::launch(stream, k.gemv_bias, gemv_shape(n_out, k_in), in, gamma, beta, weight, bias, residual, out, rows,
-                    n_out, k_in, gelu ? 1 : 0);
+    const Kernels::GemvLaunch g = k.gemv_launch(rows, n_out, k_in);
+    cudakit::launch(stream, rows > 16 ? k.gemv_bias_wide : k.gemv_bias, k.dependent(g.config), in, gamma, beta, weight,
+                    bias, residual, out, rows, n_out, k_in, g.slice, gelu ? 1 : 0);
   };
   for (int l = 0; l < c.layers; ++l) {
     const LayerWeights& w = model_.layer(l);
@@ -224,8 +223,9 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   // the largest two on about one position in a hundred, and the greedy choice would then
   // hang on the last bit of the hidden state.
   if (gemv) {  // the final norm fused into the LM head's GEMV (rows == batch, contiguous, in a decode step)
-    cudakit::launch(stream, k.gemv_logits, gemv_shape(c.vocab, c.d_model), last_rows, model_.final_norm_weight(),
-                    model_.final_norm_bias(), model_.lm_head(), logits, hidden, batch, c.vocab, c.d_model);
+    const Kernels::GemvLaunch g = k.gemv_launch(batch, c.vocab, c.d_model);
+    cudakit::launch(stream, batch > 16 ? k.gemv_logits_wide : k.gemv_logits, k.dependent(g.config), last_rows, model_.final_norm_weight(),
+                    model_.final_norm_bias(), model_.lm_head(), logits, hidden, batch, c.vocab, c.d_model, g.slice);
   } else {
     cudakit::launch(stream, k.layer_norm, k.dependent({batch, norm_threads}), last_rows, static_cast<int>(stride),
                     model_.final_norm_weight(), model_.final_norm_bias(), hidden);

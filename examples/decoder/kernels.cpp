@@ -391,35 +391,37 @@ argmax_tokens(const float* logits, int vocab, int* next_tokens, int* position, i
 // GEMV_MAX_ROWS rows of x: a weight-streaming GEMV on the tensor cores. The rows of x are
 // few, so the time is the weights' reading; each weight is read once and used for every
 // row, and the multiply-adds are mma.sync's (m16n8k16, bf16 in, fp32 sums), so a step of
-// 16 rows costs what a step of 1 costs.
+// 16 rows costs what a step of 1 costs, and one of 32 two mmas a word instead of one.
 //
-// One block computes 8 output columns (the mma's n) over the whole of k, which its warps
-// split in contiguous parts; W is [n][k] row-major, read in 16-byte words. Lane (g, t) of
-// a warp (g = lane / 4, t = lane % 4) reads column g's words part_begin + t + 4·s, and each
-// word feeds two mmas: the mma's k order is a permutation of the word's, the same one for
-// x's fragment (row g's word at the same place), so the sums are x · wᵀ. x is staged in
-// shared memory (rows padded by 4 words, so that two rows' fragments fall in different
-// banks), optionally layer-normed on the way in (gamma non-null: x is the residual stream,
-// the next layer's norm fused into its first GEMM). The warps' sums meet in shared memory;
-// the epilogue is cuBLASLt's: the fp32 sum plus the bias, plus the residual (residual
-// non-null; it may be `out` itself), then GELU (gelu non-zero), rounded to bf16 once.
+// One block computes 8 output columns (the mma's n) over the whole of k. W is [n][k]
+// row-major, read in 16-byte words. x is staged in shared memory a slice of `slice` words
+// at a time (the host makes it all of k where the rows fit, and always for a fused norm),
+// rows padded by 4 words so that two rows' fragments fall in different banks, optionally
+// layer-normed on the way in (gamma non-null: x is the residual stream, the next layer's
+// norm fused into its first GEMM). The warps split each slice in contiguous parts; lane
+// (g, t) of a warp (g = lane / 4, t = lane % 4) reads column g's words part_begin + t + 4·s,
+// and each word feeds two mmas: the mma's k order is a permutation of the word's, the
+// same one for x's fragment (row g's word at the same place), so the sums are x · wᵀ.
+// The warps' sums meet in shared memory; the epilogue is cuBLASLt's: the fp32 sum plus
+// the bias, plus the residual (residual non-null; it may be `out` itself), then GELU
+// (gelu non-zero), rounded to bf16 once.
 //
 // A lane's first GEMV_AHEAD words are loaded before the wait (for every matrix of this
 // model that is all of them: the host gives a block a warp per 32 words of k), so the
 // weights stream while the kernel before still runs; later words keep GEMV_AHEAD in flight.
-#define GEMV_MAX_ROWS 16
+#define GEMV_MAX_ROWS 32
 #define GEMV_MAX_WARPS 16
 #define GEMV_AHEAD 8
 #define GEMV_ROW_PAD 4
 
-// Word s of this lane's part of column `row` of W, or zeros past the part's end.
-__device__ __forceinline__ uint4 gemv_weight_word(const uint4* row, int c, int end) {
-  return c < end ? row[c] : make_uint4(0, 0, 0, 0);
+// Word c of column `row` of W, or zeros where the lane's part has none.
+__device__ __forceinline__ uint4 gemv_weight_word(const uint4* row, int c, bool inside) {
+  return inside ? row[c] : make_uint4(0, 0, 0, 0);
 }
 
 // acc += x fragment · weight word: the two mmas one 16-byte word of W feeds. `low` and
-// `high` are x's words of rows g and g + 8 at the weight word's place.
-__device__ __forceinline__ void gemv_mma(uint4 w, uint4 low, uint4 high, float (&acc)[4]) {
+// `high` are x's words of rows g and g + 8 (of a tile of 16 rows) at the weight word's place.
+__device__ __forceinline__ void gemv_mma(uint4 w, uint4 low, uint4 high, float* acc) {
 #if __CUDA_ARCH__ >= 800
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -437,18 +439,45 @@ __device__ __forceinline__ float gelu_tanh(float v) {
   return 0.5f * v * (1.0f + tanhf(inner));
 }
 
-// Stages `rows` rows of x (k values each, contiguous) in shared memory, `stride` words
-// apart, layer-normed when gamma is non-null (PyTorch's formula, fp32, the biased
-// variance); `gamma_word` and `beta_word` are word tid % words of gamma and beta, loaded
-// before the wait. When `normed` is non-null, block 0 also writes the normed rows there.
-__device__ void gemv_stage_x(const bf16* x, const bf16* gamma, const bf16* beta, uint4 gamma_word, uint4 beta_word,
-                             uint4* staged, int stride, int rows, int words, int k, bf16* normed) {
+// Stages words [first, first + count) of `rows` rows of x (k values each, contiguous) in
+// shared memory, `stride` words apart, after a barrier (the previous slice's readers are
+// done) and before one (this slice is there for every warp). The copies are cp.async's:
+// every word in flight at once, through no register (the weight words hold those).
+__device__ __forceinline__ void copy_to_shared(uint4* to, const uint4* from) {
+#if __CUDA_ARCH__ >= 800
+  unsigned address;
+  asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }\n" : "=r"(address) : "l"(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(from) : "memory");
+#endif
+}
+
+__device__ void gemv_stage_slice(const bf16* x, uint4* staged, int stride, int rows, int words, int first,
+                                 int count) {
+  __syncthreads();
+  for (int i = threadIdx.x; i < rows * count; i += blockDim.x)
+    copy_to_shared(staged + (i / count) * stride + i % count,
+                   reinterpret_cast<const uint4*>(x) + (i / count) * words + first + i % count);
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+  __syncthreads();
+}
+
+// Two bf16 values of x (one 32-bit word), normed: (x - mean) · rstd · gamma + beta.
+__device__ __forceinline__ unsigned norm_pair(unsigned x, unsigned gamma, unsigned beta, float mean, float rstd) {
+  const float lo = (__uint_as_float(x << 16) - mean) * rstd * __uint_as_float(gamma << 16) + __uint_as_float(beta << 16);
+  const float hi = (__uint_as_float(x & 0xffff0000u) - mean) * rstd * __uint_as_float(gamma & 0xffff0000u) +
+                   __uint_as_float(beta & 0xffff0000u);
+  return pack2(lo, hi);
+}
+
+// Layer norm, in place, of the staged rows (all of k: PyTorch's formula, fp32, the biased
+// variance); `gamma_word` and `beta_word` are word tid of gamma and beta (where tid <
+// words), loaded before the wait. When `normed` is non-null, block 0 also writes the normed rows there.
+__device__ void gemv_norm_staged(const bf16* gamma, const bf16* beta, uint4 gamma_word, uint4 beta_word,
+                                 uint4* staged, int stride, int rows, int words, int k, bf16* normed) {
   __shared__ float mean_rstd[GEMV_MAX_ROWS][2];
   const int tid = threadIdx.x, threads = blockDim.x, warp = tid / WARP, lane = tid % WARP;
-  for (int i = tid; i < rows * words; i += threads)
-    staged[(i / words) * stride + i % words] = reinterpret_cast<const uint4*>(x)[i];
-  __syncthreads();
-  if (gamma == nullptr) return;
   for (int r = warp; r < rows; r += threads / WARP) {  // a warp a row
     const uint4* row = staged + r * stride;
     float s = 0.0f;
@@ -468,110 +497,167 @@ __device__ void gemv_stage_x(const bf16* x, const bf16* gamma, const bf16* beta,
     if (lane == 0) mean_rstd[r][0] = mean, mean_rstd[r][1] = rstd;
   }
   __syncthreads();
-  const int mine = tid % words;
-  for (int i = tid; i < rows * words; i += threads) {
-    const int r = i / words, c = i % words;
-    float v[8], g[8], b[8];
-    unpack8(staged[r * stride + c], v);
-    unpack8(c == mine ? gamma_word : reinterpret_cast<const uint4*>(gamma)[c], g);
-    unpack8(c == mine ? beta_word : reinterpret_cast<const uint4*>(beta)[c], b);
-    const float mean = mean_rstd[r][0], rstd = mean_rstd[r][1];
-    for (int j = 0; j < 8; ++j) v[j] = (v[j] - mean) * rstd * g[j] + b[j];
-    const uint4 y = pack8(v);
-    staged[r * stride + c] = y;
-    if (normed != nullptr && blockIdx.x == 0) reinterpret_cast<uint4*>(normed)[i] = y;
+  // A column of words at a time, every row: gamma and beta are read once (the first
+  // column's were loaded before the wait).
+  for (int c = tid; c < words; c += threads) {
+    const uint4 gw = c == tid ? gamma_word : reinterpret_cast<const uint4*>(gamma)[c];
+    const uint4 bw = c == tid ? beta_word : reinterpret_cast<const uint4*>(beta)[c];
+    for (int r = 0; r < rows; ++r) {
+      uint4 y = staged[r * stride + c];
+      const float mean = mean_rstd[r][0], rstd = mean_rstd[r][1];
+      y.x = norm_pair(y.x, gw.x, bw.x, mean, rstd);
+      y.y = norm_pair(y.y, gw.y, bw.y, mean, rstd);
+      y.z = norm_pair(y.z, gw.z, bw.z, mean, rstd);
+      y.w = norm_pair(y.w, gw.w, bw.w, mean, rstd);
+      staged[r * stride + c] = y;
+      if (normed != nullptr && blockIdx.x == 0) reinterpret_cast<uint4*>(normed)[r * words + c] = y;
+    }
   }
   __syncthreads();
 }
 
 // The body of both GEMV kernels: LOGITS writes the fp32 sums as they are (the LM head's
 // logits, no epilogue), otherwise the bf16 epilogue above. blockDim.x is 32 × warps, 4 to
-// GEMV_MAX_WARPS warps; the grid n / 8 blocks.
-template <bool LOGITS>
+// GEMV_MAX_WARPS warps; the grid n / 8 blocks; `slice` words of x staged at a time (all
+// of k when gamma is non-null), a multiple of 4 · warps unless it is all of k.
+template <bool LOGITS, int TILES>
 __device__ __forceinline__ void gemv(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w,
                                      const bf16* bias, const bf16* residual, void* out, bf16* normed, int rows, int n,
-                                     int k, int gelu) {
-  extern __shared__ uint4 staged[];  // [rows][words + GEMV_ROW_PAD]
+                                     int k, int slice, int gelu) {
+  extern __shared__ uint4 staged[];  // [rows][slice + GEMV_ROW_PAD]
   __shared__ float partial[GEMV_MAX_WARPS][GEMV_MAX_ROWS][8];
   const int tid = threadIdx.x, warps = blockDim.x / WARP, warp = tid / WARP, lane = tid % WARP;
   const int g = lane / 4, t = lane % 4;
-  const int words = k / 8, stride = words + GEMV_ROW_PAD;
+  const int words = k / 8, stride = slice + GEMV_ROW_PAD;
   const int column0 = blockIdx.x * 8;
-  // This warp's part of k, in words: a multiple of 4, so each lane reads every 4th word.
-  const int part = ((words + warps - 1) / warps + 3) & ~3;
-  const int begin = warp * part, end = min(begin + part, words);
-  const int steps = end > begin ? (end - begin + 3) / 4 : 0;
+  // This warp's part of each slice, in words: a multiple of 4, so each lane reads every
+  // 4th word. Every warp takes the same number of steps (the barriers between slices need
+  // all of them); words past the slice or past k are zeros. Where x comes in several
+  // slices, a slice is GEMV_AHEAD steps (the host makes it 32 words a warp), so the words
+  // in flight and the slice change at the same step.
+  const int part = ((slice + warps - 1) / warps + 3) & ~3;
+  const int steps_per_slice = part / 4;
+  const int slices = (words + slice - 1) / slice;
+  const int steps = slices * steps_per_slice;
   const uint4* row = reinterpret_cast<const uint4*>(w + (long long)(column0 + g) * k);
-
+  // Step s's word of W, and its place in its slice of x: GEMV_AHEAD steps from s0 on lie in
+  // one slice.
+  struct Group {
+    int first, place, count;  // the slice's first word, this lane's place at s0, the slice's words
+  };
+  auto group = [&](int s0) {
+    const int first = (s0 / steps_per_slice) * slice;
+    return Group{first, warp * part + t + 4 * (s0 % steps_per_slice), min(slice, words - first)};
+  };
   // The weights, gamma, beta and bias depend on nothing earlier in the step: they are in
   // flight before the wait for the kernel that wrote x.
   uint4 ahead[GEMV_AHEAD];
+  const Group start = group(0);
 #pragma unroll
-  for (int s = 0; s < GEMV_AHEAD; ++s) ahead[s] = gemv_weight_word(row, begin + t + 4 * s, end);
+  for (int i = 0; i < GEMV_AHEAD; ++i) {
+    const int c = start.place + 4 * i;
+    ahead[i] = gemv_weight_word(row, start.first + c, i < steps && c < start.count);
+  }
   const bool norm = gamma != nullptr;
-  const uint4 gamma_word = norm ? reinterpret_cast<const uint4*>(gamma)[tid % words] : make_uint4(0, 0, 0, 0);
-  const uint4 beta_word = norm ? reinterpret_cast<const uint4*>(beta)[tid % words] : make_uint4(0, 0, 0, 0);
-  // Thread tid < rows · 8 finishes output (tid / 8, column0 + tid % 8).
-  const int out_row = tid / 8, out_column = column0 + tid % 8;
-  const bool finishes = tid < rows * 8;
-  const float bias_value = !LOGITS && finishes ? bf16_to_float(bias[out_column]) : 0.0f;
+  const uint4 gamma_word = norm && tid < words ? reinterpret_cast<const uint4*>(gamma)[tid] : make_uint4(0, 0, 0, 0);
+  const uint4 beta_word = norm && tid < words ? reinterpret_cast<const uint4*>(beta)[tid] : make_uint4(0, 0, 0, 0);
+  // Thread tid finishes outputs (o / 8, column0 + o % 8) for o = tid, tid + blockDim.x
+  // (rows · 8 is at most twice the block's 128 threads or more).
+  const int out_column = column0 + tid % 8;
+  const float bias_value = !LOGITS ? bf16_to_float(bias[out_column]) : 0.0f;
   LET_DEPENDENTS_LAUNCH();
   cudakit::device::wait_for_predecessors();
 
-  const float residual_value =
-      !LOGITS && finishes && residual != nullptr ? bf16_to_float(residual[(long long)out_row * n + out_column]) : 0.0f;
-  gemv_stage_x(x, gamma, beta, gamma_word, beta_word, staged, stride, rows, words, k, normed);
+  float residual_value[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int o = tid + h * blockDim.x;
+    if (!LOGITS && residual != nullptr && o < rows * 8)
+      residual_value[h] = bf16_to_float(residual[(long long)(o / 8) * n + out_column]);
+  }
 
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // acc[tile] holds rows 16·tile + g and 16·tile + g + 8, columns 2t and 2t + 1.
+  float acc[TILES][4];
+#pragma unroll
+  for (int tile = 0; tile < TILES; ++tile) acc[tile][0] = acc[tile][1] = acc[tile][2] = acc[tile][3] = 0.0f;
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  const uint4* low_row = staged + g * stride;
-  const uint4* high_row = staged + (g + 8) * stride;
-  const bool has_low = g < rows, has_high = g + 8 < rows;
+  gemv_stage_slice(x, staged, stride, rows, words, 0, min(slice, words));
+  if (norm) gemv_norm_staged(gamma, beta, gamma_word, beta_word, staged, stride, rows, words, k, normed);
   for (int s0 = 0; s0 < steps; s0 += GEMV_AHEAD) {
+    const Group at = group(s0);
+    if (s0 > 0 && s0 % steps_per_slice == 0)  // a new slice (a normed x is staged whole)
+      gemv_stage_slice(x, staged, stride, rows, words, at.first, at.count);
+    const Group after = group(s0 + GEMV_AHEAD);
 #pragma unroll
     for (int i = 0; i < GEMV_AHEAD; ++i) {
-      const int s = s0 + i;
-      if (s < steps) {  // the same for the whole warp: mma.sync needs every lane
-        const int c = begin + t + 4 * s;
-        const bool inside = c < end;
-        gemv_mma(ahead[i], has_low && inside ? low_row[c] : zero, has_high && inside ? high_row[c] : zero, acc);
-        ahead[i] = gemv_weight_word(row, c + 4 * GEMV_AHEAD, end);
+      if (s0 + i < steps) {  // the same for the whole block: mma.sync needs every lane
+        const int c = at.place + 4 * i;
+        const bool in = c < at.count;
+#pragma unroll
+        for (int tile = 0; tile < TILES; ++tile) {
+          const int low = 16 * tile + g, high = low + 8;
+          gemv_mma(ahead[i], in && low < rows ? staged[low * stride + c] : zero,
+                   in && high < rows ? staged[high * stride + c] : zero, acc[tile]);
+        }
+        // Its place taken by the word GEMV_AHEAD steps on.
+        const int later = after.place + 4 * i;
+        ahead[i] = gemv_weight_word(row, after.first + later, s0 + GEMV_AHEAD + i < steps && later < after.count);
       }
     }
   }
-  // acc holds rows g and g + 8, columns 2t and 2t + 1.
-  if (has_low) partial[warp][g][2 * t] = acc[0], partial[warp][g][2 * t + 1] = acc[1];
-  if (has_high) partial[warp][g + 8][2 * t] = acc[2], partial[warp][g + 8][2 * t + 1] = acc[3];
+#pragma unroll
+  for (int tile = 0; tile < TILES; ++tile) {
+    const int low = 16 * tile + g, high = low + 8;
+    if (low < rows) partial[warp][low][2 * t] = acc[tile][0], partial[warp][low][2 * t + 1] = acc[tile][1];
+    if (high < rows) partial[warp][high][2 * t] = acc[tile][2], partial[warp][high][2 * t + 1] = acc[tile][3];
+  }
   __syncthreads();
   cudakit::device::trigger_dependents();
-  if (!finishes) return;
-  float v = 0.0f;
-  for (int m = 0; m < warps; ++m) v += partial[m][out_row][tid % 8];
-  if (LOGITS) {
-    static_cast<float*>(out)[(long long)out_row * n + out_column] = v;
-    return;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int o = tid + h * blockDim.x;
+    if (o >= rows * 8) break;
+    float v = 0.0f;
+    for (int m = 0; m < warps; ++m) v += partial[m][o / 8][o % 8];
+    if (LOGITS) {
+      static_cast<float*>(out)[(long long)(o / 8) * n + out_column] = v;
+      continue;
+    }
+    v += bias_value + residual_value[h];
+    if (gelu) v = gelu_tanh(v);
+    static_cast<bf16*>(out)[(long long)(o / 8) * n + out_column] = float_to_bf16(v);
   }
-  v += bias_value + residual_value;
-  if (gelu) v = gelu_tanh(v);
-  static_cast<bf16*>(out)[(long long)out_row * n + out_column] = float_to_bf16(v);
 }
 
-// At most 64 registers a thread: 8 blocks of 4 warps, or 2 of 16, on a multiprocessor, so
-// a GEMV's blocks and its successor's fit at once.
-extern "C" __global__ void __launch_bounds__(GEMV_MAX_WARPS * WARP, 2)
+// At most 80 registers a thread (the 8 weight words in flight take 32): 6 blocks of 4
+// warps, or one of 16, on a multiprocessor, so a GEMV's blocks and its successor's fit at
+// once. gemv_bias_wide takes 17 to 32 rows (two tiles of the mma's 16).
+extern "C" __global__ void __maxnreg__(80)
 gemv_bias(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, const bf16* residual,
-          bf16* out, int rows, int n, int k, int gelu) {
-  gemv<false>(x, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, gelu);
+          bf16* out, int rows, int n, int k, int slice, int gelu) {
+  gemv<false, 1>(x, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, gelu);
+}
+
+extern "C" __global__ void __maxnreg__(80)
+gemv_bias_wide(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias,
+               const bf16* residual, bf16* out, int rows, int n, int k, int slice, int gelu) {
+  gemv<false, 2>(x, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, gelu);
 }
 
 // The LM head of a decode step: logits = layer_norm(x) · Wᵀ in fp32, unrounded (as the
 // cuBLAS GEMM of the other path stores them), for at most GEMV_MAX_ROWS rows of x (the
 // last layer's residual stream, contiguous), with the final norm fused in; block 0 also
 // writes the normed rows to `normed` (the step's hidden state).
-extern "C" __global__ void __launch_bounds__(GEMV_MAX_WARPS * WARP, 2)
+extern "C" __global__ void __maxnreg__(80)
 gemv_logits(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, float* logits, bf16* normed, int rows,
-            int n, int k) {
-  gemv<true>(x, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, 0);
+            int n, int k, int slice) {
+  gemv<true, 1>(x, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, 0);
+}
+
+extern "C" __global__ void __maxnreg__(80)
+gemv_logits_wide(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, float* logits, bf16* normed,
+                 int rows, int n, int k, int slice) {
+  gemv<true, 2>(x, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, 0);
 }
 
 // The end of a step in a device-side loop (GraphCache::run_loop): records the step's
@@ -649,11 +735,16 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   k.stream_read = k.module.kernel<StreamRead>("stream_read");
   k.gemv_bias = k.module.kernel<GemvBias>("gemv_bias");
   k.gemv_logits = k.module.kernel<GemvLogits>("gemv_logits");
+  k.gemv_bias_wide = k.module.kernel<GemvBias>("gemv_bias_wide");
+  k.gemv_logits_wide = k.module.kernel<GemvLogits>("gemv_logits_wide");
   // The weight-streaming GEMV for decode steps of few sequences (Kernels::gemv_rows), with
   // the layer norms fused into it; its mma needs compute capability 8.0.
-  // CUDAKIT_DECODER_GEMV=0 keeps cuBLASLt, for comparison.
+  // CUDAKIT_DECODER_GEMV=0 keeps cuBLASLt, for comparison; =1 takes the GEMV at every row
+  // count its kernels hold.
   const char* gemv = std::getenv("CUDAKIT_DECODER_GEMV");
-  k.small_batch_gemv = device.compute_capability().major >= 8 && !(gemv != nullptr && std::string(gemv) == "0");
+  const std::string gemv_switch = gemv != nullptr ? gemv : "";
+  k.small_batch_gemv = device.compute_capability().major >= 8 && gemv_switch != "0";
+  k.gemv_rows = gemv_switch == "1" ? gemv_max_rows : default_gemv_rows;
   // Programmatic dependent launch needs compute capability 9.0; CUDAKIT_DECODER_PDL=0
   // keeps the plain launches, for comparison.
   const char* pdl = std::getenv("CUDAKIT_DECODER_PDL");

@@ -3,6 +3,9 @@
 // GEMMs are cuBLASLt's (decoder.hpp).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+
 #include <cuda_bf16.h>
 
 #include "cudakit/cudakit.hpp"
@@ -29,14 +32,14 @@ struct Kernels {
   using ArgmaxTokens = void(const float*, int, int*, int*, int);
   /// (loop, tokens, history, done, steps, batch); one thread: the end of a looped step.
   using LoopControl = void(unsigned long long, const int*, int*, int*, int, int);
-  /// (x, gamma, beta, w, bias, residual, out, rows, n, k, gelu): out = epilogue(ln?(x) · wᵀ + bias),
-  /// at most gemv_max_rows rows; the launch is gemv_shape's.
+  /// (x, gamma, beta, w, bias, residual, out, rows, n, k, slice, gelu): out = epilogue(ln?(x) · wᵀ + bias),
+  /// at most gemv_max_rows rows; the launch and the slice are gemv_launch's.
   using GemvBias = void(const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, bf16*, int, int,
-                        int, int);
-  /// (x, gamma, beta, w, logits, normed, rows, n, k): logits = layer_norm(x) · wᵀ in fp32 and
-  /// normed = layer_norm(x), the final norm and LM head of a decode step of at most
-  /// gemv_max_rows contiguous rows; the launch is gemv_shape's.
-  using GemvLogits = void(const bf16*, const bf16*, const bf16*, const bf16*, float*, bf16*, int, int, int);
+                        int, int, int);
+  /// (x, gamma, beta, w, logits, normed, rows, n, k, slice): logits = layer_norm(x) · wᵀ in
+  /// fp32 and normed = layer_norm(x), the final norm and LM head of a decode step of at
+  /// most gemv_max_rows contiguous rows; the launch and the slice are gemv_launch's.
+  using GemvLogits = void(const bf16*, const bf16*, const bf16*, const bf16*, float*, bf16*, int, int, int, int);
   /// (data, 16-byte words, sink): reads every word once, for the streaming floor.
   using StreamRead = void(const bf16*, long long, unsigned*);
 
@@ -58,38 +61,61 @@ struct Kernels {
   cudakit::Kernel<StreamRead> stream_read;
   cudakit::Kernel<GemvBias> gemv_bias;
   cudakit::Kernel<GemvLogits> gemv_logits;
+  /// The same for more than 16 rows (two tiles of the mma's rows).
+  cudakit::Kernel<GemvBias> gemv_bias_wide;
+  cudakit::Kernel<GemvLogits> gemv_logits_wide;
   /// Whether decode steps of at most gemv_rows sequences use gemv_bias, with the layer
   /// norms fused into it, instead of cuBLASLt and the layer_norm kernels, and gemv_logits
   /// for the LM head instead of cuBLAS (unless CUDAKIT_DECODER_GEMV=0).
   bool small_batch_gemv = false;
-  static constexpr int gemv_max_rows = 16;  // what the kernels hold (the mma's 16 rows)
-  /// The rows up to which decode steps take the GEMV path.
-  static constexpr int gemv_rows = 16;
-  static_assert(gemv_rows <= gemv_max_rows, "the GEMV kernels hold at most gemv_max_rows rows");
+  static constexpr int gemv_max_rows = 32;  // what the kernels hold (two tiles of the mma's 16 rows)
+  /// The rows up to which decode steps take the GEMV path by default.
+  static constexpr int default_gemv_rows = 1;
+  static_assert(default_gemv_rows <= gemv_max_rows, "the GEMV kernels hold at most gemv_max_rows rows");
+  /// The rows up to which decode steps take the GEMV path: default_gemv_rows, or every
+  /// row count the kernels hold with CUDAKIT_DECODER_GEMV=1.
+  int gemv_rows = default_gemv_rows;
   /// Shared memory a block may opt in to on the device (the GEMV stages x there).
   std::size_t shared_memory_optin = 0;
   /// The GEMV's static shared memory (its warps' sums and the rows' norms), at most.
-  static constexpr std::size_t gemv_static_shared = 9 * 1024;
+  static constexpr std::size_t gemv_static_shared = 17 * 1024;
 
-  /// Whether a decode step of `rows` rows whose widest GEMM input is `widest_k` takes the
-  /// GEMV path: switched on, at most gemv_rows rows, and x's rows fit the shared memory.
-  bool takes_gemv(int rows, int widest_k) const {
-    return small_batch_gemv && rows <= gemv_rows &&
-           gemv_shape(rows, 8, widest_k).shared_memory_bytes + gemv_static_shared <= shared_memory_optin;
-  }
+  /// A GEMV's launch, and the words of x it stages in shared memory at a time.
+  struct GemvLaunch {
+    cudakit::LaunchConfig config;
+    int slice = 0;
+  };
 
   /// The launch of a GEMV over `rows` rows, n_out outputs and k_in inputs: a block of 8
   /// output columns each, with a warp per 32 words of k (4 to 16 warps: each lane's 8
   /// words, up to 8192-wide rows, are then in flight before the wait, and the blocks of
   /// two successive GEMVs fit the multiprocessors at once), and x's rows staged in shared
-  /// memory.
-  static cudakit::LaunchConfig gemv_shape(int rows, int n_out, int k_in) {
+  /// memory: all of k where they fit, else slices of 32 words a warp, as many warps as the
+  /// shared memory holds (slice 0 where not even 4 warps' fit).
+  GemvLaunch gemv_launch(int rows, int n_out, int k_in) const {
     const int words = k_in / 8;
-    const int warps = words / 32 < 4 ? 4 : words / 32 > 16 ? 16 : words / 32;
-    return {.grid = static_cast<unsigned>(n_out / 8),
-            .block = static_cast<unsigned>(warps * 32),
-            .shared_memory_bytes = static_cast<std::size_t>(rows) * static_cast<std::size_t>(words + 4) * 16,
-            .allow_large_shared_memory = true};
+    int warps = words / 32 < 4 ? 4 : words / 32 > 16 ? 16 : words / 32;
+    const std::size_t budget = shared_memory_optin > gemv_static_shared ? shared_memory_optin - gemv_static_shared : 0;
+    const auto row_bytes = static_cast<std::size_t>(rows) * 16;
+    int slice = words;
+    if (row_bytes * static_cast<std::size_t>(words + 4) > budget) {
+      const std::size_t fits = budget / row_bytes;  // words a row, padding included
+      warps = fits > 4 ? static_cast<int>(std::min<std::size_t>(16, (fits - 4) / 32)) : 0;
+      slice = warps >= 4 ? 32 * warps : 0;
+    }
+    return {{.grid = static_cast<unsigned>(n_out / 8),
+             .block = static_cast<unsigned>(std::max(warps, 4) * 32),
+             .shared_memory_bytes = row_bytes * static_cast<std::size_t>(slice + 4),
+             .allow_large_shared_memory = true},
+            slice};
+  }
+
+  /// Whether a decode step of `rows` rows takes the GEMV path: switched on, at most
+  /// gemv_rows rows, the rows of the layer norms' inputs (d_model wide, normed whole) fit
+  /// the shared memory, and a slice of the feed-forward width does.
+  bool takes_gemv(int rows, int d_model, int ffn) const {
+    return small_batch_gemv && rows <= gemv_rows && gemv_launch(rows, 8, d_model).slice == d_model / 8 &&
+           gemv_launch(rows, 8, ffn).slice > 0;
   }
 
   /// Whether the decoder's own kernels are launched as programmatic dependents of the

@@ -125,27 +125,31 @@ TEST_F(DecoderTest, StepsInOneDeviceSideLoopEqualOneStepPerLaunch) {
 }
 
 // The weight-streaming GEMV path (the default for decode steps of up to
-// Kernels::gemv_rows sequences; CUDAKIT_DECODER_GEMV=0 turns it off: the GEMMs on the
+// Kernels::default_gemv_rows sequences, for every row count its kernels hold with
+// CUDAKIT_DECODER_GEMV=1; CUDAKIT_DECODER_GEMV=0 turns it off: the GEMMs on the
 // tensor cores with the layer norms fused in, the LM head with the final norm) computes
 // what the cuBLASLt path computes, up to the order of the sums: hidden states within 1e-2
 // relative L2 at every point of 8 steps whose inputs agree, the prompt's tokens equal. At
-// 1 sequence, at 5 (rows that fill part of the mma's first 8) and at 16 (all of its rows).
+// 1 sequence, at 5 (rows that fill part of the mma's first 8), at 16 (all of its rows)
+// and at 32 (two tiles of rows, and x of the 4096-wide down-projection staged in two
+// slices).
 TEST_F(DecoderTest, TheSmallBatchGemvPathMatchesTheCublasLtPath) {
   cudakit::Stream stream(device());
-  const decoder::Config config{.layers = 2, .d_model = 256, .heads = 4, .head_dim = 64, .ffn = 1024, .vocab = 4096,
+  const decoder::Config config{.layers = 2, .d_model = 256, .heads = 4, .head_dim = 64, .ffn = 4096, .vocab = 4096,
                                .max_positions = 256};
   const decoder::HostWeights weights = decoder::random_weights(config);
-  const decoder::Inputs inputs = decoder::random_inputs(config, 16, 64, 1);
+  const decoder::Inputs inputs = decoder::random_inputs(config, 32, 64, 1);
   const int steps = 8;
   ::setenv("CUDAKIT_DECODER_GEMV", "0", 1);
   const decoder::Model lt_model(weights, stream);
-  ::unsetenv("CUDAKIT_DECODER_GEMV");
+  ::setenv("CUDAKIT_DECODER_GEMV", "1", 1);
   const decoder::Model gemv_model(weights, stream);
+  ::unsetenv("CUDAKIT_DECODER_GEMV");
   ASSERT_TRUE(gemv_model.kernels().small_batch_gemv);
   ASSERT_FALSE(lt_model.kernels().small_batch_gemv);
   const std::size_t d = static_cast<std::size_t>(config.d_model);
-  for (int batch : {1, 5, 16}) {
-    ASSERT_TRUE(gemv_model.kernels().takes_gemv(batch, config.ffn)) << batch;
+  for (int batch : {1, 5, 16, 32}) {
+    ASSERT_TRUE(gemv_model.kernels().takes_gemv(batch, config.d_model, config.ffn)) << batch;
     const Trace lt = run(lt_model, stream, inputs, steps, StepMode::cached, nullptr, batch);
     const Trace gemv = run(gemv_model, stream, inputs, steps, StepMode::cached, nullptr, batch);
     ASSERT_EQ(lt.hidden.size(), gemv.hidden.size());
