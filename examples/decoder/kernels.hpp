@@ -1,6 +1,6 @@
 // The decoder's own kernels (layer norm, attention over the KV cache, greedy argmax, the
-// end of a looped step, a streaming read), compiled with NVRTC for the device in use. The
-// GEMMs are cuBLASLt's (decoder.hpp).
+// end of a looped step, a streaming read, and the GEMVs of decode steps of few sequences),
+// compiled with NVRTC for the device in use. The other GEMMs are cuBLASLt's (decoder.hpp).
 #pragma once
 
 #include <algorithm>
@@ -93,10 +93,10 @@ struct Kernels {
 
   /// The launch of a GEMV over `rows` rows, n_out outputs and k_in inputs: a block of 8
   /// output columns each, with a warp per 32 words of k (4 to 16 warps: each lane's 8
-  /// words, up to 8192-wide rows, are then in flight before the wait, and the blocks of
-  /// two successive GEMVs fit the multiprocessors at once), and x's rows staged in shared
-  /// memory: all of k where they fit, else slices of 32 words a warp, as many warps as the
-  /// shared memory holds (slice 0 where not even 4 warps' fit).
+  /// words, all of a row up to 4096 wide, are then in flight before the wait, and the
+  /// blocks of two successive GEMVs fit the multiprocessors at once), and x's rows staged
+  /// in shared memory: all of k where they fit, else slices of 32 words a warp, as many
+  /// warps as the shared memory holds (slice 0 where not even 4 warps' fit).
   GemvLaunch gemv_launch(int rows, int n_out, int k_in) const {
     const int words = k_in / 8;
     int warps = words / 32 < 4 ? 4 : words / 32 > 16 ? 16 : words / 32;
