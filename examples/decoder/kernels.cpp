@@ -390,8 +390,9 @@ argmax_tokens(const float* logits, int vocab, int* next_tokens, int* position, i
 // The small-batch GEMM of a decode step, y = epilogue(x · Wᵀ + b), for at most
 // GEMV_MAX_ROWS rows of x: a weight-streaming GEMV on the tensor cores. The rows of x are
 // few, so the time is the weights' reading; each weight is read once and used for every
-// row, and the multiply-adds are mma.sync's (m16n8k16, bf16 in, fp32 sums), so a step of
-// 16 rows costs what a step of 1 costs, and one of 32 two mmas a word instead of one.
+// row, and the multiply-adds are mma.sync's (m16n8k16, bf16 in, fp32 sums), so the
+// multiply-adds of 16 rows cost what those of 1 cost, and 32 rows two mmas a word instead
+// of one. (Staging x's rows does grow with them: Kernels::default_gemv_rows.)
 //
 // One block computes 8 output columns (the mma's n) over the whole of k. W is [n][k]
 // row-major, read in 16-byte words. x is staged in shared memory a slice of `slice` words
