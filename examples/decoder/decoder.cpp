@@ -77,6 +77,7 @@ Session::Session(const Model& model, cudakit::StreamRef stream, SessionLimits li
   key_cache_ = buffer(cache_rows, c.head_dim);
   value_cache_ = buffer(cache_rows, c.head_dim);
   stream_sink_ = cudakit::DeviceBuffer<unsigned>(stream, 1, cudakit::zeroed);
+  greedy_choice_ = cudakit::DeviceBuffer<unsigned long long>(stream, Kernels::gemv_choice_words, cudakit::zeroed);
   loop_tokens_ = cudakit::DeviceBuffer<int>(
       stream, static_cast<std::size_t>(limits.max_batch) * static_cast<std::size_t>(limits.max_loop_steps),
       cudakit::zeroed);
@@ -153,9 +154,13 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   cudakit::DeviceSpan<const int> position = std::as_const(position_).span();
   cudakit::DeviceSpan<const int> input = prompt ? std::as_const(prompt_tokens_).first(n) : std::as_const(tokens_).first(n);
 
+  // Decode steps of few sequences stream the weights through the GEMV kernels, with the
+  // embedding, the layer norms and the greedy choice fused in (Kernels::takes_gemv).
+  const bool gemv = !prompt && k.takes_gemv(rows, c.d_model, c.ffn);
   const LayerWeights& first = model_.layer(0);
-  cudakit::launch(stream, k.embed_layer_norm, k.dependent({rows, norm_threads}), input, position, model_.embed(),
-                  model_.position(), first.ln1_weight, first.ln1_bias, x, normed, prompt ? length : 1);
+  if (!gemv)
+    cudakit::launch(stream, k.embed_layer_norm, k.dependent({rows, norm_threads}), input, position, model_.embed(),
+                    model_.position(), first.ln1_weight, first.ln1_bias, x, normed, prompt ? length : 1);
   const cudakit::LaunchConfig attention_shape =
       prompt ? cudakit::LaunchConfig{.grid = {c.heads, batch},
                                      .block = Kernels::attention_threads,
@@ -163,9 +168,6 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
                                      .allow_large_shared_memory = true}
              : cudakit::LaunchConfig{.grid = {c.heads, batch}, .block = Kernels::attention_threads};
   const auto& decode_attention = k.attention_kernel(c.heads, batch);
-  // Decode steps of few sequences stream the weights through the GEMV kernels, with the
-  // layer norms fused in (Kernels::takes_gemv).
-  const bool gemv = !prompt && k.takes_gemv(rows, c.d_model, c.ffn);
   const cudakit::DeviceSpan<const bf16> none{};
   auto small_gemm = [&](cudakit::DeviceSpan<const bf16> in, cudakit::DeviceSpan<const bf16> gamma,
                         cudakit::DeviceSpan<const bf16> beta, cudakit::DeviceSpan<const bf16> weight,
@@ -179,10 +181,17 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
     const LayerWeights& w = model_.layer(l);
     auto keys = layer_cache(key_cache_, l), values = layer_cache(value_cache_, l);
     if (gemv) {
-      // ln1 is fused into the QKV GEMV (layer 0's came with the embedding), ln2 into the up-projection.
-      const cudakit::DeviceSpan<const bf16> xs(x), normed_in(normed);
-      small_gemm(l == 0 ? normed_in : xs, l == 0 ? none : w.ln1_weight, l == 0 ? none : w.ln1_bias, w.qkv_weight,
-                 w.qkv_bias, none, qkv, 3 * c.d_model, c.d_model, false);
+      // ln1 is fused into the QKV GEMV (layer 0's with the embedding, which it writes to
+      // x), ln2 into the up-projection.
+      const cudakit::DeviceSpan<const bf16> xs(x);
+      if (l == 0) {
+        const Kernels::GemvLaunch g = k.gemv_launch(rows, 3 * c.d_model, c.d_model);
+        cudakit::launch(stream, rows > 16 ? k.gemv_embed_wide : k.gemv_embed, k.dependent(g.config), input, position,
+                        model_.embed(), model_.position(), w.ln1_weight, w.ln1_bias, w.qkv_weight, w.qkv_bias, x, qkv,
+                        rows, 3 * c.d_model, c.d_model, g.slice);
+      } else {
+        small_gemm(xs, w.ln1_weight, w.ln1_bias, w.qkv_weight, w.qkv_bias, none, qkv, 3 * c.d_model, c.d_model, false);
+      }
       cudakit::launch(stream, decode_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv), keys,
                       values, position, attention, c.max_positions);
       small_gemm(cudakit::DeviceSpan<const bf16>(attention), none, none, w.out_weight, w.out_bias, xs, x, c.d_model,
@@ -222,16 +231,17 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   // fp32 logits (bf16 inputs, fp32 accumulation stored unrounded): bf16 logits would tie
   // the largest two on about one position in a hundred, and the greedy choice would then
   // hang on the last bit of the hidden state.
-  if (gemv) {  // the final norm fused into the LM head's GEMV (rows == batch, contiguous, in a decode step)
+  if (gemv) {  // the final norm and the greedy choice fused into the LM head's GEMV (rows == batch, contiguous)
     const Kernels::GemvLaunch g = k.gemv_launch(batch, c.vocab, c.d_model);
-    cudakit::launch(stream, batch > 16 ? k.gemv_logits_wide : k.gemv_logits, k.dependent(g.config), last_rows, model_.final_norm_weight(),
-                    model_.final_norm_bias(), model_.lm_head(), logits, hidden, batch, c.vocab, c.d_model, g.slice);
-  } else {
-    cudakit::launch(stream, k.layer_norm, k.dependent({batch, norm_threads}), last_rows, static_cast<int>(stride),
-                    model_.final_norm_weight(), model_.final_norm_bias(), hidden);
-    blas_.gemm(cudakit::DeviceSpan<const bf16>(hidden), model_.lm_head(), logits,
-               {.m = batch, .n = c.vocab, .k = dm, .transpose_b = true});
+    cudakit::launch(stream, batch > 16 ? k.gemv_logits_wide : k.gemv_logits, k.dependent(g.config), last_rows,
+                    model_.final_norm_weight(), model_.final_norm_bias(), model_.lm_head(), logits, hidden, batch,
+                    c.vocab, c.d_model, g.slice, tokens_.first(b), position_.span(), greedy_choice_.span(), length);
+    return;
   }
+  cudakit::launch(stream, k.layer_norm, k.dependent({batch, norm_threads}), last_rows, static_cast<int>(stride),
+                  model_.final_norm_weight(), model_.final_norm_bias(), hidden);
+  blas_.gemm(cudakit::DeviceSpan<const bf16>(hidden), model_.lm_head(), logits,
+             {.m = batch, .n = c.vocab, .k = dm, .transpose_b = true});
   cudakit::launch(stream, k.argmax_tokens, k.dependent({batch, Kernels::argmax_threads}),
                   cudakit::DeviceSpan<const float>(logits), c.vocab, tokens_.first(b), position_.span(), length);
 }

@@ -24,11 +24,13 @@
 // The decoder's own kernels are programmatic dependents of the kernel before them on
 // compute capability 9.0+ (Kernels::programmatic; CUDAKIT_DECODER_PDL=0 turns it off).
 // Unless CUDAKIT_DECODER_GEMV=0, a decode step of one sequence runs its GEMMs
-// through the weight-streaming gemv_bias kernel (tensor cores) with ln1 and ln2 fused in
-// (5 kernels per layer instead of 7 or more) and its final norm and LM head through
-// gemv_logits, so every kernel of the step is the decoder's own and a programmatic
-// dependent (Kernels::small_batch_gemv; CUDAKIT_DECODER_GEMV=1 takes it up to 32 sequences).
-// 59 kernels, none of which takes a per-step value as an argument: the tokens and the
+// through the weight-streaming GEMV kernels (tensor cores) with ln1 and ln2 fused in
+// (4 GEMVs and the attention a layer instead of 7 kernels or more): gemv_embed takes the
+// embedding as well (no embed_layer_norm), and gemv_logits the final norm, the LM head
+// and the greedy choice (no argmax_tokens), so every kernel of the step is the decoder's
+// own and a programmatic dependent (Kernels::small_batch_gemv; CUDAKIT_DECODER_GEMV=1
+// takes it up to 32 sequences). 59 kernels a step on the cuBLASLt path, 41 on the GEMV
+// path, none of which takes a per-step value as an argument: the tokens and the
 // position live in device memory (the position a DeviceValue the step advances itself),
 // so the graph of a batch size is captured once and replayed as it is at every step.
 //
@@ -169,6 +171,8 @@ class Session {
   cudakit::DeviceValue<int> loop_steps_done_;  // steps done in the current step_loop
   cudakit::DeviceBuffer<int> loop_tokens_;     // [max_loop_steps][max_batch]: step_loop's tokens
   cudakit::DeviceBuffer<unsigned> stream_sink_;  // the streaming read's (never written) result
+  // gemv_logits' greedy-choice state (Kernels::gemv_choice_words): zeros between steps.
+  cudakit::DeviceBuffer<unsigned long long> greedy_choice_;
   cudakit::GraphCache<std::pair<int, int>> loop_cache_{{.capacity = 8}};  // keyed by (batch, steps)
   int next_position_ = -1;  // the device's position as the host knows it; -1 before a prompt
 };

@@ -410,7 +410,7 @@ argmax_tokens(const float* logits, int vocab, int* next_tokens, int* position, i
 // A lane's first GEMV_AHEAD words are loaded before the wait (for every matrix of this
 // model that is all of them: the host gives a block a warp per 32 words of k), so the
 // weights stream while the kernel before still runs; later words keep GEMV_AHEAD in flight.
-#define GEMV_MAX_ROWS 32
+// GEMV_MAX_ROWS is Kernels::gemv_max_rows, defined by the compile.
 #define GEMV_MAX_WARPS 16
 #define GEMV_AHEAD 8
 #define GEMV_ROW_PAD 4
@@ -517,16 +517,109 @@ __device__ void gemv_norm_staged(const bf16* gamma, const bf16* beta, uint4 gamm
   __syncthreads();
 }
 
-// The body of both GEMV kernels: LOGITS writes the fp32 sums as they are (the LM head's
-// logits, no epilogue), otherwise the bf16 epilogue above. blockDim.x is 32 × warps, 4 to
-// GEMV_MAX_WARPS warps; the grid n / 8 blocks; `slice` words of x staged at a time (all
-// of k when gamma is non-null), a multiple of 4 · warps unless it is all of k.
-template <bool LOGITS, int TILES>
-__device__ __forceinline__ void gemv(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w,
+// The rows a GEMV multiplies: x (`rows` rows, k wide, contiguous), or, for the first GEMM
+// of a decode step, the embeddings of the step's tokens at its position (gemv_embed).
+struct GemvRows {
+  const bf16* x;
+  const int* tokens;                // the embedded rows' tokens, one a row
+  const int* position;              // the step's position
+  const bf16* token_embedding;      // [vocab][D_MODEL]
+  const bf16* position_embedding;   // [MAX_POSITIONS][D_MODEL]
+  bf16* embedded;                   // block 0 writes the embedded rows here: the residual stream
+};
+
+// Stages a decode step's embedded rows whole (k = D_MODEL): x = token_embedding[token] +
+// position_embedding[position], rounded to bf16 as embed_layer_norm rounds it, between two
+// barriers as gemv_stage_slice. Block 0 also writes them to rows.embedded, which the later
+// GEMMs of the step add to.
+__device__ void gemv_stage_embeddings(const GemvRows& rows_in, uint4* staged, int stride, int rows, int words) {
+  __syncthreads();
+  const long long at = *rows_in.position;
+  for (int i = threadIdx.x; i < rows * words; i += blockDim.x) {
+    const int r = i / words, c = i % words;
+    const long long token = rows_in.tokens[r];
+    float e[8], p[8];
+    unpack8(reinterpret_cast<const uint4*>(rows_in.token_embedding + token * D_MODEL)[c], e);
+    unpack8(reinterpret_cast<const uint4*>(rows_in.position_embedding + at * D_MODEL)[c], p);
+    for (int j = 0; j < 8; ++j) e[j] += p[j];
+    const uint4 y = pack8(e);
+    staged[r * stride + c] = y;
+    if (blockIdx.x == 0) reinterpret_cast<uint4*>(rows_in.embedded)[r * words + c] = y;
+  }
+  __syncthreads();
+}
+
+// The greedy choice fused into the LM head's GEMV (gemv_logits): what argmax_tokens does,
+// without a kernel of its own. `state` holds a 64-bit key per row, then the count of the
+// kernel's blocks that are done: zeros between steps (the last block leaves them so).
+struct GreedyChoice {
+  int* next_tokens;
+  int* position;
+  unsigned long long* state;  // [GEMV_MAX_ROWS + 1]
+  int advance;
+};
+
+// A logit and its column as one key whose order is torch.argmax's choice: the larger
+// value first, then the lower column. -0 keys as +0 (they are equal); NaN keys as 0,
+// below every value, so it is never chosen (an all-NaN row gives token 0, as
+// argmax_tokens does).
+__device__ __forceinline__ unsigned long long greedy_key(float v, int column) {
+  if (v != v) return 0ull;
+  const unsigned bits = v == 0.0f ? 0u : __float_as_uint(v);
+  const unsigned ordered = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return ((unsigned long long)ordered << 32) | (unsigned long long)(~(unsigned)column);
+}
+
+// Each block offers its best column of each row (thread o holds row o / 8, column o % 8:
+// 8 neighbouring lanes a row) to the row's key, by a 64-bit atomic max that is skipped
+// where a better key is already there. The last block to count itself done then reads
+// and resets the keys, writes the tokens, resets the count and advances the position.
+__device__ void gemv_choose(const GreedyChoice& choice, const unsigned long long* keys, int rows) {
+  __shared__ int last;
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    unsigned long long key = keys[h];
+    for (int s = 4; s > 0; s >>= 1) {  // every lane takes part: blockDim.x is whole warps
+      const unsigned long long other = __shfl_xor_sync(0xffffffffu, key, s);
+      key = other > key ? other : key;
+    }
+    const int o = tid + h * blockDim.x;
+    if (o < rows * 8 && o % 8 == 0) {
+      unsigned long long* best = choice.state + o / 8;
+      if (key > *reinterpret_cast<volatile unsigned long long*>(best)) {
+        atomicMax(best, key);
+        __threadfence();  // the offer is seen before the block's count, which follows the barrier
+      }
+    }
+  }
+  __syncthreads();
+  if (tid == 0) last = atomicAdd(choice.state + GEMV_MAX_ROWS, 1ull) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // every block's offers are seen after its count
+  if (tid < rows) {
+    const unsigned long long key = atomicExch(choice.state + tid, 0ull);
+    choice.next_tokens[tid] = key == 0ull ? 0 : (int)~(unsigned)key;
+  }
+  if (tid == 0) {
+    atomicExch(choice.state + GEMV_MAX_ROWS, 0ull);
+    *choice.position += choice.advance;
+  }
+}
+
+// The body of the GEMV kernels: LOGITS writes the fp32 sums as they are (the LM head's
+// logits, no epilogue) and makes the greedy choice, otherwise the bf16 epilogue above;
+// EMBED takes the rows from the embeddings (gemv_stage_embeddings) instead of x.
+// blockDim.x is 32 × warps, 4 to GEMV_MAX_WARPS warps; the grid n / 8 blocks; `slice`
+// words of x staged at a time (all of k when gamma is non-null), a multiple of 4 · warps
+// unless it is all of k.
+template <bool LOGITS, bool EMBED, int TILES>
+__device__ __forceinline__ void gemv(const GemvRows& rows_in, const bf16* gamma, const bf16* beta, const bf16* w,
                                      const bf16* bias, const bf16* residual, void* out, bf16* normed, int rows, int n,
-                                     int k, int slice, int gelu) {
+                                     int k, int slice, int gelu, const GreedyChoice& choice) {
   extern __shared__ uint4 staged[];  // [rows][slice + GEMV_ROW_PAD]
-  __shared__ float partial[GEMV_MAX_WARPS][GEMV_MAX_ROWS][8];
+  __shared__ float partial[GEMV_MAX_WARPS][16 * TILES][8];
   const int tid = threadIdx.x, warps = blockDim.x / WARP, warp = tid / WARP, lane = tid % WARP;
   const int g = lane / 4, t = lane % 4;
   const int words = k / 8, stride = slice + GEMV_ROW_PAD;
@@ -582,12 +675,13 @@ __device__ __forceinline__ void gemv(const bf16* x, const bf16* gamma, const bf1
 #pragma unroll
   for (int tile = 0; tile < TILES; ++tile) acc[tile][0] = acc[tile][1] = acc[tile][2] = acc[tile][3] = 0.0f;
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  gemv_stage_slice(x, staged, stride, rows, words, 0, min(slice, words));
+  if (EMBED) gemv_stage_embeddings(rows_in, staged, stride, rows, words);
+  else gemv_stage_slice(rows_in.x, staged, stride, rows, words, 0, min(slice, words));
   if (norm) gemv_norm_staged(gamma, beta, gamma_word, beta_word, staged, stride, rows, words, k, normed);
   for (int s0 = 0; s0 < steps; s0 += GEMV_AHEAD) {
     const Group at = group(s0);
     if (s0 > 0 && s0 % steps_per_slice == 0)  // a new slice (a normed x is staged whole)
-      gemv_stage_slice(x, staged, stride, rows, words, at.first, at.count);
+      gemv_stage_slice(rows_in.x, staged, stride, rows, words, at.first, at.count);
     const Group after = group(s0 + GEMV_AHEAD);
 #pragma unroll
     for (int i = 0; i < GEMV_AHEAD; ++i) {
@@ -614,6 +708,7 @@ __device__ __forceinline__ void gemv(const bf16* x, const bf16* gamma, const bf1
   }
   __syncthreads();
   cudakit::device::trigger_dependents();
+  unsigned long long keys[2] = {0ull, 0ull};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int o = tid + h * blockDim.x;
@@ -622,12 +717,14 @@ __device__ __forceinline__ void gemv(const bf16* x, const bf16* gamma, const bf1
     for (int m = 0; m < warps; ++m) v += partial[m][o / 8][o % 8];
     if (LOGITS) {
       static_cast<float*>(out)[(long long)(o / 8) * n + out_column] = v;
+      keys[h] = greedy_key(v, out_column);
       continue;
     }
     v += bias_value + residual_value[h];
     if (gelu) v = gelu_tanh(v);
     static_cast<bf16*>(out)[(long long)(o / 8) * n + out_column] = float_to_bf16(v);
   }
+  if (LOGITS) gemv_choose(choice, keys, rows);
 }
 
 // At most 80 registers a thread (the 8 weight words in flight take 32): 6 blocks of 4
@@ -636,29 +733,53 @@ __device__ __forceinline__ void gemv(const bf16* x, const bf16* gamma, const bf1
 extern "C" __global__ void __maxnreg__(80)
 gemv_bias(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, const bf16* residual,
           bf16* out, int rows, int n, int k, int slice, int gelu) {
-  gemv<false, 1>(x, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, gelu);
+  gemv<false, false, 1>({x}, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, gelu, {});
 }
 
 extern "C" __global__ void __maxnreg__(80)
 gemv_bias_wide(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias,
                const bf16* residual, bf16* out, int rows, int n, int k, int slice, int gelu) {
-  gemv<false, 2>(x, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, gelu);
+  gemv<false, false, 2>({x}, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, gelu, {});
+}
+
+// The first GEMM of a decode step with the embedding and the first layer norm fused in:
+// out = layer_norm(x) · wᵀ + bias with x = token_embedding[tokens[r]] +
+// position_embedding[*position], which block 0 also writes to `embedded` (what
+// embed_layer_norm writes to x); k is D_MODEL, staged whole.
+extern "C" __global__ void __maxnreg__(80)
+gemv_embed(const int* tokens, const int* position, const bf16* token_embedding, const bf16* position_embedding,
+           const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, bf16* embedded, bf16* out, int rows,
+           int n, int k, int slice) {
+  gemv<false, true, 1>({nullptr, tokens, position, token_embedding, position_embedding, embedded}, gamma, beta, w,
+                       bias, nullptr, out, nullptr, rows, n, k, slice, 0, {});
+}
+
+extern "C" __global__ void __maxnreg__(80)
+gemv_embed_wide(const int* tokens, const int* position, const bf16* token_embedding, const bf16* position_embedding,
+                const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, bf16* embedded, bf16* out,
+                int rows, int n, int k, int slice) {
+  gemv<false, true, 2>({nullptr, tokens, position, token_embedding, position_embedding, embedded}, gamma, beta, w,
+                       bias, nullptr, out, nullptr, rows, n, k, slice, 0, {});
 }
 
 // The LM head of a decode step: logits = layer_norm(x) · Wᵀ in fp32, unrounded (as the
 // cuBLAS GEMM of the other path stores them), for at most GEMV_MAX_ROWS rows of x (the
 // last layer's residual stream, contiguous), with the final norm fused in; block 0 also
-// writes the normed rows to `normed` (the step's hidden state).
+// writes the normed rows to `normed` (the step's hidden state). Then the greedy choice
+// (gemv_choose): next_tokens[r] = argmax of row r's logits, *position += advance.
 extern "C" __global__ void __maxnreg__(80)
 gemv_logits(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, float* logits, bf16* normed, int rows,
-            int n, int k, int slice) {
-  gemv<true, 1>(x, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, 0);
+            int n, int k, int slice, int* next_tokens, int* position, unsigned long long* choice, int advance) {
+  gemv<true, false, 1>({x}, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, 0,
+                       {next_tokens, position, choice, advance});
 }
 
 extern "C" __global__ void __maxnreg__(80)
 gemv_logits_wide(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, float* logits, bf16* normed,
-                 int rows, int n, int k, int slice) {
-  gemv<true, 2>(x, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, 0);
+                 int rows, int n, int k, int slice, int* next_tokens, int* position, unsigned long long* choice,
+                 int advance) {
+  gemv<true, false, 2>({x}, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, 0,
+                       {next_tokens, position, choice, advance});
 }
 
 // The end of a step in a device-side loop (GraphCache::run_loop): records the step's
@@ -707,7 +828,8 @@ cudakit::CompiledProgram Kernels::compile_program(const Config& config, bool ear
   options.defines = {"D_MODEL=" + std::to_string(config.d_model), "N_HEADS=" + std::to_string(config.heads),
                      "MAX_POSITIONS=" + std::to_string(config.max_positions),
                      "LAYER_NORM_EPS=" + float_literal(config.layer_norm_eps),
-                     std::string("EARLY_TRIGGER=") + (early_trigger ? "1" : "0")};
+                     std::string("EARLY_TRIGGER=") + (early_trigger ? "1" : "0"),
+                     "GEMV_MAX_ROWS=" + std::to_string(gemv_max_rows)};
   cudakit::Program text(source, "decoder_kernels.cu");
   cudakit::add_device_headers(text);
   return text.compile(options);
@@ -738,6 +860,8 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   k.gemv_logits = k.module.kernel<GemvLogits>("gemv_logits");
   k.gemv_bias_wide = k.module.kernel<GemvBias>("gemv_bias_wide");
   k.gemv_logits_wide = k.module.kernel<GemvLogits>("gemv_logits_wide");
+  k.gemv_embed = k.module.kernel<GemvEmbed>("gemv_embed");
+  k.gemv_embed_wide = k.module.kernel<GemvEmbed>("gemv_embed_wide");
   // The weight-streaming GEMV for decode steps of few sequences (Kernels::gemv_rows), with
   // the layer norms fused into it; its mma needs compute capability 8.0.
   // CUDAKIT_DECODER_GEMV=0 keeps cuBLASLt, for comparison; =1 takes the GEMV at every row

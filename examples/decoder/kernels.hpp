@@ -36,10 +36,21 @@ struct Kernels {
   /// at most gemv_max_rows rows; the launch and the slice are gemv_launch's.
   using GemvBias = void(const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, bf16*, int, int,
                         int, int, int);
-  /// (x, gamma, beta, w, logits, normed, rows, n, k, slice): logits = layer_norm(x) · wᵀ in
-  /// fp32 and normed = layer_norm(x), the final norm and LM head of a decode step of at
-  /// most gemv_max_rows contiguous rows; the launch and the slice are gemv_launch's.
-  using GemvLogits = void(const bf16*, const bf16*, const bf16*, const bf16*, float*, bf16*, int, int, int, int);
+  /// (tokens, position, token_embedding, position_embedding, gamma, beta, w, bias, embedded,
+  /// out, rows, n, k, slice): the first GEMM of a decode step with the embedding and ln1
+  /// fused in, out = layer_norm(e) · wᵀ + bias for e = token_embedding[tokens[r]] +
+  /// position_embedding[*position], and embedded = e (the residual stream: what
+  /// embed_layer_norm writes to x); k is d_model; the launch and the slice are gemv_launch's.
+  using GemvEmbed = void(const int*, const int*, const bf16*, const bf16*, const bf16*, const bf16*, const bf16*,
+                         const bf16*, bf16*, bf16*, int, int, int, int);
+  /// (x, gamma, beta, w, logits, normed, rows, n, k, slice, next_tokens, position, choice,
+  /// advance): logits = layer_norm(x) · wᵀ in fp32 and normed = layer_norm(x), the final
+  /// norm and LM head of a decode step of at most gemv_max_rows contiguous rows, then the
+  /// greedy choice argmax_tokens makes (next_tokens, *position += advance) through
+  /// `choice`, gemv_choice_words words that are zeros between steps; the launch and the
+  /// slice are gemv_launch's.
+  using GemvLogits = void(const bf16*, const bf16*, const bf16*, const bf16*, float*, bf16*, int, int, int, int, int*,
+                          int*, unsigned long long*, int);
   /// (data, 16-byte words, sink): reads every word once, for the streaming floor.
   using StreamRead = void(const bf16*, long long, unsigned*);
 
@@ -61,14 +72,18 @@ struct Kernels {
   cudakit::Kernel<StreamRead> stream_read;
   cudakit::Kernel<GemvBias> gemv_bias;
   cudakit::Kernel<GemvLogits> gemv_logits;
+  cudakit::Kernel<GemvEmbed> gemv_embed;
   /// The same for more than 16 rows (two tiles of the mma's rows).
   cudakit::Kernel<GemvBias> gemv_bias_wide;
   cudakit::Kernel<GemvLogits> gemv_logits_wide;
+  cudakit::Kernel<GemvEmbed> gemv_embed_wide;
   /// Whether decode steps of at most gemv_rows sequences use gemv_bias, with the layer
   /// norms fused into it, instead of cuBLASLt and the layer_norm kernels, and gemv_logits
   /// for the LM head instead of cuBLAS (unless CUDAKIT_DECODER_GEMV=0).
   bool small_batch_gemv = false;
   static constexpr int gemv_max_rows = 32;  // what the kernels hold (two tiles of the mma's 16 rows)
+  /// The words of gemv_logits' greedy-choice state: a key per row, then a count of blocks.
+  static constexpr int gemv_choice_words = gemv_max_rows + 1;
   /// The rows up to which decode steps take the GEMV path by default. On the H200 (graph
   /// cache, step p50): 1 row 202 µs against cuBLASLt's 275, 8 rows 369 against 298, 16
   /// rows 482 against 324, 32 rows 925 against 344. Its mma costs nothing per row; what

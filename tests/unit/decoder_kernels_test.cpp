@@ -49,7 +49,7 @@ TEST(DecoderKernels, EarlyTriggersLetEveryStepKernelsDependentsLaunchAtItsStart)
   const std::string early = ptx_of(true), late = ptx_of(false);
   for (const char* kernel :
        {"embed_layer_norm", "layer_norm", "decode_attention", "decode_attention_few", "argmax_tokens", "gemv_bias",
-        "gemv_logits", "gemv_bias_wide", "gemv_logits_wide"}) {
+        "gemv_logits", "gemv_embed", "gemv_bias_wide", "gemv_logits_wide", "gemv_embed_wide"}) {
     const std::string e = entry(early, kernel);
     ASSERT_FALSE(e.empty()) << kernel;
     const auto trigger = e.find("griddepcontrol.launch_dependents"), wait = e.find("griddepcontrol.wait");
@@ -57,7 +57,7 @@ TEST(DecoderKernels, EarlyTriggersLetEveryStepKernelsDependentsLaunchAtItsStart)
     EXPECT_LT(trigger, wait) << kernel << ": the trigger comes before the wait";
   }
   // Without them only the GEMVs trigger, once their sums are in shared memory.
-  EXPECT_EQ(count(late, "griddepcontrol.launch_dependents"), 4);
+  EXPECT_EQ(count(late, "griddepcontrol.launch_dependents"), 6);
   EXPECT_EQ(count(entry(late, "layer_norm"), "griddepcontrol.launch_dependents"), 0);
 }
 
@@ -65,7 +65,7 @@ TEST(DecoderKernels, TheGemvsLoadTheirWeightWordsBeforeWaitingForTheKernelBefore
   SKIP_WITHOUT_NVRTC();
   for (bool early : {true, false}) {
     const std::string ptx = ptx_of(early);
-    for (const char* kernel : {"gemv_bias", "gemv_logits", "gemv_bias_wide", "gemv_logits_wide"}) {
+    for (const char* kernel : {"gemv_bias", "gemv_logits", "gemv_embed", "gemv_bias_wide", "gemv_logits_wide", "gemv_embed_wide"}) {
       const std::string gemv = entry(ptx, kernel);
       const auto wait = gemv.find("griddepcontrol.wait");
       ASSERT_NE(wait, std::string::npos) << kernel;
@@ -78,11 +78,26 @@ TEST(DecoderKernels, TheGemvsLoadTheirWeightWordsBeforeWaitingForTheKernelBefore
 TEST(DecoderKernels, TheGemvsMultiplyOnTheTensorCores) {
   SKIP_WITHOUT_NVRTC();
   const std::string ptx = ptx_of(true);
-  for (const char* kernel : {"gemv_bias", "gemv_logits", "gemv_bias_wide", "gemv_logits_wide"}) {
+  for (const char* kernel : {"gemv_bias", "gemv_logits", "gemv_embed", "gemv_bias_wide", "gemv_logits_wide", "gemv_embed_wide"}) {
     const std::string gemv = entry(ptx, kernel);
     // Two mmas a 16-byte weight word, bf16 inputs and fp32 sums.
     EXPECT_GE(count(gemv, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), 2) << kernel;
   }
+}
+
+// The LM head's GEMV makes the greedy choice itself: each block offers its best column of
+// each row with a 64-bit atomic max, counts itself done, and the last block takes the
+// keys (an exchange that resets them for the next step). The other GEMVs do none of it.
+TEST(DecoderKernels, TheLmHeadsGemvMakesTheGreedyChoiceItself) {
+  SKIP_WITHOUT_NVRTC();
+  const std::string ptx = ptx_of(true);
+  for (const char* kernel : {"gemv_logits", "gemv_logits_wide"}) {
+    const std::string gemv = entry(ptx, kernel);
+    EXPECT_GE(count(gemv, "atom.global.max.u64"), 1) << kernel;
+    EXPECT_GE(count(gemv, "atom.global.add.u64"), 1) << kernel;
+    EXPECT_GE(count(gemv, "atom.global.exch.b64"), 1) << kernel;
+  }
+  for (const char* kernel : {"gemv_bias", "gemv_embed"}) EXPECT_EQ(count(entry(ptx, kernel), "atom.global"), 0) << kernel;
 }
 
 // 16-byte loads between a kernel's first barrier (this step's key and value are in the
