@@ -175,7 +175,7 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
                         cudakit::DeviceSpan<bf16> out, int n_out, int k_in, bool gelu) {
     const Kernels::GemvLaunch g = k.gemv_launch(rows, n_out, k_in);
     cudakit::launch(stream, rows > 16 ? k.gemv_bias_wide : k.gemv_bias, k.dependent(g.config), in, gamma, beta, weight,
-                    bias, residual, out, rows, n_out, k_in, g.slice, gelu ? 1 : 0);
+                    bias, residual, out, rows, n_out, k_in, g.slice, g.groups, gelu ? 1 : 0);
   };
   for (int l = 0; l < c.layers; ++l) {
     const LayerWeights& w = model_.layer(l);
@@ -188,7 +188,7 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
         const Kernels::GemvLaunch g = k.gemv_launch(rows, 3 * c.d_model, c.d_model);
         cudakit::launch(stream, rows > 16 ? k.gemv_embed_wide : k.gemv_embed, k.dependent(g.config), input, position,
                         model_.embed(), model_.position(), w.ln1_weight, w.ln1_bias, w.qkv_weight, w.qkv_bias, x, qkv,
-                        rows, 3 * c.d_model, c.d_model, g.slice);
+                        rows, 3 * c.d_model, c.d_model, g.slice, g.groups);
       } else {
         small_gemm(xs, w.ln1_weight, w.ln1_bias, w.qkv_weight, w.qkv_bias, none, qkv, 3 * c.d_model, c.d_model, false);
       }
@@ -235,7 +235,8 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
     const Kernels::GemvLaunch g = k.gemv_launch(batch, c.vocab, c.d_model);
     cudakit::launch(stream, batch > 16 ? k.gemv_logits_wide : k.gemv_logits, k.dependent(g.config), last_rows,
                     model_.final_norm_weight(), model_.final_norm_bias(), model_.lm_head(), logits, hidden, batch,
-                    c.vocab, c.d_model, g.slice, tokens_.first(b), position_.span(), greedy_choice_.span(), length);
+                    c.vocab, c.d_model, g.slice, g.groups, tokens_.first(b), position_.span(), greedy_choice_.span(),
+                    length);
     return;
   }
   cudakit::launch(stream, k.layer_norm, k.dependent({batch, norm_threads}), last_rows, static_cast<int>(stride),

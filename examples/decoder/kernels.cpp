@@ -570,23 +570,24 @@ __device__ __forceinline__ unsigned long long greedy_key(float v, int column) {
   return ((unsigned long long)ordered << 32) | (unsigned long long)(~(unsigned)column);
 }
 
-// Each block offers its best column of each row (thread o holds row o / 8, column o % 8:
-// 8 neighbouring lanes a row) to the row's key, by a 64-bit atomic max that is skipped
-// where a better key is already there. The last block to count itself done then reads
-// and resets the keys, writes the tokens, resets the count and advances the position.
-__device__ void gemv_choose(const GreedyChoice& choice, const unsigned long long* keys, int rows) {
+// Each block offers its best column of each row (thread o holds row o / columns, the
+// block's column o % columns: `columns` neighbouring lanes a row, 8, 16 or 32) to the
+// row's key, by a 64-bit atomic max that is skipped where a better key is already there.
+// The last block to count itself done then reads and resets the keys, writes the tokens,
+// resets the count and advances the position.
+__device__ void gemv_choose(const GreedyChoice& choice, const unsigned long long* keys, int rows, int columns) {
   __shared__ int last;
   const int tid = threadIdx.x;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     unsigned long long key = keys[h];
-    for (int s = 4; s > 0; s >>= 1) {  // every lane takes part: blockDim.x is whole warps
+    for (int s = columns / 2; s > 0; s >>= 1) {  // every lane takes part: blockDim.x is whole warps
       const unsigned long long other = __shfl_xor_sync(0xffffffffu, key, s);
       key = other > key ? other : key;
     }
     const int o = tid + h * blockDim.x;
-    if (o < rows * 8 && o % 8 == 0) {
-      unsigned long long* best = choice.state + o / 8;
+    if (o < rows * columns && o % columns == 0) {
+      unsigned long long* best = choice.state + o / columns;
       if (key > *reinterpret_cast<volatile unsigned long long*>(best)) {
         atomicMax(best, key);
         __threadfence();  // the offer is seen before the block's count, which follows the barrier
@@ -611,29 +612,33 @@ __device__ void gemv_choose(const GreedyChoice& choice, const unsigned long long
 // The body of the GEMV kernels: LOGITS writes the fp32 sums as they are (the LM head's
 // logits, no epilogue) and makes the greedy choice, otherwise the bf16 epilogue above;
 // EMBED takes the rows from the embeddings (gemv_stage_embeddings) instead of x.
-// blockDim.x is 32 × warps, 4 to GEMV_MAX_WARPS warps; the grid n / 8 blocks; `slice`
-// words of x staged at a time (all of k when gamma is non-null), a multiple of 4 · warps
-// unless it is all of k.
+// blockDim.x is 32 × warps, 4 to GEMV_MAX_WARPS warps, in `groups` groups (1, 2 or 4) of
+// warps / groups; a group computes 8 output columns (the mma's n), its warps splitting k,
+// so a block computes 8 · groups columns and x staged once serves them all (at many rows
+// the staging's reads from L2 grow as large as the weights': Kernels::gemv_launch). The
+// grid is n / (8 · groups) blocks; `slice` words of x are staged at a time (all of k when
+// gamma is non-null), a multiple of 4 · warps unless it is all of k (then groups is 1).
 template <bool LOGITS, bool EMBED, int TILES>
 __device__ __forceinline__ void gemv(const GemvRows& rows_in, const bf16* gamma, const bf16* beta, const bf16* w,
                                      const bf16* bias, const bf16* residual, void* out, bf16* normed, int rows, int n,
-                                     int k, int slice, int gelu, const GreedyChoice& choice) {
+                                     int k, int slice, int groups, int gelu, const GreedyChoice& choice) {
   extern __shared__ uint4 staged[];  // [rows][slice + GEMV_ROW_PAD]
   __shared__ float partial[GEMV_MAX_WARPS][16 * TILES][8];
   const int tid = threadIdx.x, warps = blockDim.x / WARP, warp = tid / WARP, lane = tid % WARP;
   const int g = lane / 4, t = lane % 4;
   const int words = k / 8, stride = slice + GEMV_ROW_PAD;
-  const int column0 = blockIdx.x * 8;
+  const int group_warps = warps / groups, column_group = warp / group_warps, k_warp = warp % group_warps;
+  const int columns = 8 * groups, column0 = blockIdx.x * columns;
   // This warp's part of each slice, in words: a multiple of 4, so each lane reads every
   // 4th word. Every warp takes the same number of steps (the barriers between slices need
   // all of them); words past the slice or past k are zeros. Where x comes in several
   // slices, a slice is GEMV_AHEAD steps (the host makes it 32 words a warp), so the words
   // in flight and the slice change at the same step.
-  const int part = ((slice + warps - 1) / warps + 3) & ~3;
+  const int part = ((slice + group_warps - 1) / group_warps + 3) & ~3;
   const int steps_per_slice = part / 4;
   const int slices = (words + slice - 1) / slice;
   const int steps = slices * steps_per_slice;
-  const uint4* row = reinterpret_cast<const uint4*>(w + (long long)(column0 + g) * k);
+  const uint4* row = reinterpret_cast<const uint4*>(w + (long long)(column0 + 8 * column_group + g) * k);
   // Step s's word of W, and its place in its slice of x: GEMV_AHEAD steps from s0 on lie in
   // one slice.
   struct Group {
@@ -641,7 +646,7 @@ __device__ __forceinline__ void gemv(const GemvRows& rows_in, const bf16* gamma,
   };
   auto group = [&](int s0) {
     const int first = (s0 / steps_per_slice) * slice;
-    return Group{first, warp * part + t + 4 * (s0 % steps_per_slice), min(slice, words - first)};
+    return Group{first, k_warp * part + t + 4 * (s0 % steps_per_slice), min(slice, words - first)};
   };
   // The weights, gamma, beta and bias depend on nothing earlier in the step: they are in
   // flight before the wait for the kernel that wrote x.
@@ -655,9 +660,10 @@ __device__ __forceinline__ void gemv(const GemvRows& rows_in, const bf16* gamma,
   const bool norm = gamma != nullptr;
   const uint4 gamma_word = norm && tid < words ? reinterpret_cast<const uint4*>(gamma)[tid] : make_uint4(0, 0, 0, 0);
   const uint4 beta_word = norm && tid < words ? reinterpret_cast<const uint4*>(beta)[tid] : make_uint4(0, 0, 0, 0);
-  // Thread tid finishes outputs (o / 8, column0 + o % 8) for o = tid, tid + blockDim.x
-  // (rows · 8 is at most twice the block's 128 threads or more).
-  const int out_column = column0 + tid % 8;
+  // Thread tid finishes outputs (o / columns, column0 + o % columns) for o = tid,
+  // tid + blockDim.x (rows · columns is at most twice the block's 32 · columns threads or
+  // more; blockDim.x is a multiple of columns, so o % columns is tid's).
+  const int out_column = column0 + tid % columns;
   const float bias_value = !LOGITS ? bf16_to_float(bias[out_column]) : 0.0f;
   LET_DEPENDENTS_LAUNCH();
   cudakit::device::wait_for_predecessors();
@@ -666,8 +672,8 @@ __device__ __forceinline__ void gemv(const GemvRows& rows_in, const bf16* gamma,
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int o = tid + h * blockDim.x;
-    if (!LOGITS && residual != nullptr && o < rows * 8)
-      residual_value[h] = bf16_to_float(residual[(long long)(o / 8) * n + out_column]);
+    if (!LOGITS && residual != nullptr && o < rows * columns)
+      residual_value[h] = bf16_to_float(residual[(long long)(o / columns) * n + out_column]);
   }
 
   // acc[tile] holds rows 16·tile + g and 16·tile + g + 8, columns 2t and 2t + 1.
@@ -712,19 +718,20 @@ __device__ __forceinline__ void gemv(const GemvRows& rows_in, const bf16* gamma,
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int o = tid + h * blockDim.x;
-    if (o >= rows * 8) break;
+    if (o >= rows * columns) break;
+    const int r = o / columns, first_warp = (o % columns) / 8 * group_warps;
     float v = 0.0f;
-    for (int m = 0; m < warps; ++m) v += partial[m][o / 8][o % 8];
+    for (int m = 0; m < group_warps; ++m) v += partial[first_warp + m][r][o % 8];
     if (LOGITS) {
-      static_cast<float*>(out)[(long long)(o / 8) * n + out_column] = v;
+      static_cast<float*>(out)[(long long)r * n + out_column] = v;
       keys[h] = greedy_key(v, out_column);
       continue;
     }
     v += bias_value + residual_value[h];
     if (gelu) v = gelu_tanh(v);
-    static_cast<bf16*>(out)[(long long)(o / 8) * n + out_column] = float_to_bf16(v);
+    static_cast<bf16*>(out)[(long long)r * n + out_column] = float_to_bf16(v);
   }
-  if (LOGITS) gemv_choose(choice, keys, rows);
+  if (LOGITS) gemv_choose(choice, keys, rows, columns);
 }
 
 // At most 80 registers a thread (the 8 weight words in flight take 32): 6 blocks of 4
@@ -732,14 +739,14 @@ __device__ __forceinline__ void gemv(const GemvRows& rows_in, const bf16* gamma,
 // once. gemv_bias_wide takes 17 to 32 rows (two tiles of the mma's 16).
 extern "C" __global__ void __maxnreg__(80)
 gemv_bias(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, const bf16* residual,
-          bf16* out, int rows, int n, int k, int slice, int gelu) {
-  gemv<false, false, 1>({x}, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, gelu, {});
+          bf16* out, int rows, int n, int k, int slice, int groups, int gelu) {
+  gemv<false, false, 1>({x}, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, groups, gelu, {});
 }
 
 extern "C" __global__ void __maxnreg__(80)
 gemv_bias_wide(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias,
-               const bf16* residual, bf16* out, int rows, int n, int k, int slice, int gelu) {
-  gemv<false, false, 2>({x}, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, gelu, {});
+               const bf16* residual, bf16* out, int rows, int n, int k, int slice, int groups, int gelu) {
+  gemv<false, false, 2>({x}, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, groups, gelu, {});
 }
 
 // The first GEMM of a decode step with the embedding and the first layer norm fused in:
@@ -749,17 +756,17 @@ gemv_bias_wide(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w
 extern "C" __global__ void __maxnreg__(80)
 gemv_embed(const int* tokens, const int* position, const bf16* token_embedding, const bf16* position_embedding,
            const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, bf16* embedded, bf16* out, int rows,
-           int n, int k, int slice) {
+           int n, int k, int slice, int groups) {
   gemv<false, true, 1>({nullptr, tokens, position, token_embedding, position_embedding, embedded}, gamma, beta, w,
-                       bias, nullptr, out, nullptr, rows, n, k, slice, 0, {});
+                       bias, nullptr, out, nullptr, rows, n, k, slice, groups, 0, {});
 }
 
 extern "C" __global__ void __maxnreg__(80)
 gemv_embed_wide(const int* tokens, const int* position, const bf16* token_embedding, const bf16* position_embedding,
                 const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, bf16* embedded, bf16* out,
-                int rows, int n, int k, int slice) {
+                int rows, int n, int k, int slice, int groups) {
   gemv<false, true, 2>({nullptr, tokens, position, token_embedding, position_embedding, embedded}, gamma, beta, w,
-                       bias, nullptr, out, nullptr, rows, n, k, slice, 0, {});
+                       bias, nullptr, out, nullptr, rows, n, k, slice, groups, 0, {});
 }
 
 // The LM head of a decode step: logits = layer_norm(x) · Wᵀ in fp32, unrounded (as the
@@ -769,16 +776,17 @@ gemv_embed_wide(const int* tokens, const int* position, const bf16* token_embedd
 // (gemv_choose): next_tokens[r] = argmax of row r's logits, *position += advance.
 extern "C" __global__ void __maxnreg__(80)
 gemv_logits(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, float* logits, bf16* normed, int rows,
-            int n, int k, int slice, int* next_tokens, int* position, unsigned long long* choice, int advance) {
-  gemv<true, false, 1>({x}, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, 0,
+            int n, int k, int slice, int groups, int* next_tokens, int* position, unsigned long long* choice,
+            int advance) {
+  gemv<true, false, 1>({x}, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, groups, 0,
                        {next_tokens, position, choice, advance});
 }
 
 extern "C" __global__ void __maxnreg__(80)
 gemv_logits_wide(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, float* logits, bf16* normed,
-                 int rows, int n, int k, int slice, int* next_tokens, int* position, unsigned long long* choice,
-                 int advance) {
-  gemv<true, false, 2>({x}, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, 0,
+                 int rows, int n, int k, int slice, int groups, int* next_tokens, int* position,
+                 unsigned long long* choice, int advance) {
+  gemv<true, false, 2>({x}, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, groups, 0,
                        {next_tokens, position, choice, advance});
 }
 
@@ -870,6 +878,11 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   const std::string gemv_switch = gemv != nullptr ? gemv : "";
   k.small_batch_gemv = device.compute_capability().major >= 8 && gemv_switch != "0";
   k.gemv_rows = gemv_switch == "1" ? gemv_max_rows : default_gemv_rows;
+  // CUDAKIT_DECODER_GEMV_GROUPS=1, 2 or 4 caps a GEMV block's column groups at every row
+  // count (gemv_groups), for comparison.
+  const char* groups = std::getenv("CUDAKIT_DECODER_GEMV_GROUPS");
+  const std::string groups_switch = groups != nullptr ? groups : "";
+  if (groups_switch == "1" || groups_switch == "2" || groups_switch == "4") k.gemv_groups_cap = std::stoi(groups_switch);
   // Programmatic dependent launch needs compute capability 9.0; CUDAKIT_DECODER_PDL=0
   // keeps the plain launches, for comparison.
   const char* pdl = std::getenv("CUDAKIT_DECODER_PDL");

@@ -32,25 +32,27 @@ struct Kernels {
   using ArgmaxTokens = void(const float*, int, int*, int*, int);
   /// (loop, tokens, history, done, steps, batch); one thread: the end of a looped step.
   using LoopControl = void(unsigned long long, const int*, int*, int*, int, int);
-  /// (x, gamma, beta, w, bias, residual, out, rows, n, k, slice, gelu): out = epilogue(ln?(x) · wᵀ + bias),
-  /// at most gemv_max_rows rows; the launch and the slice are gemv_launch's.
+  /// (x, gamma, beta, w, bias, residual, out, rows, n, k, slice, groups, gelu): out =
+  /// epilogue(ln?(x) · wᵀ + bias), at most gemv_max_rows rows; the launch, the slice and
+  /// the groups are gemv_launch's.
   using GemvBias = void(const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, bf16*, int, int,
-                        int, int, int);
+                        int, int, int, int);
   /// (tokens, position, token_embedding, position_embedding, gamma, beta, w, bias, embedded,
-  /// out, rows, n, k, slice): the first GEMM of a decode step with the embedding and ln1
-  /// fused in, out = layer_norm(e) · wᵀ + bias for e = token_embedding[tokens[r]] +
+  /// out, rows, n, k, slice, groups): the first GEMM of a decode step with the embedding
+  /// and ln1 fused in, out = layer_norm(e) · wᵀ + bias for e = token_embedding[tokens[r]] +
   /// position_embedding[*position], and embedded = e (the residual stream: what
-  /// embed_layer_norm writes to x); k is d_model; the launch and the slice are gemv_launch's.
+  /// embed_layer_norm writes to x); k is d_model; the launch, the slice and the groups
+  /// are gemv_launch's.
   using GemvEmbed = void(const int*, const int*, const bf16*, const bf16*, const bf16*, const bf16*, const bf16*,
-                         const bf16*, bf16*, bf16*, int, int, int, int);
-  /// (x, gamma, beta, w, logits, normed, rows, n, k, slice, next_tokens, position, choice,
-  /// advance): logits = layer_norm(x) · wᵀ in fp32 and normed = layer_norm(x), the final
-  /// norm and LM head of a decode step of at most gemv_max_rows contiguous rows, then the
-  /// greedy choice argmax_tokens makes (next_tokens, *position += advance) through
-  /// `choice`, gemv_choice_words words that are zeros between steps; the launch and the
-  /// slice are gemv_launch's.
-  using GemvLogits = void(const bf16*, const bf16*, const bf16*, const bf16*, float*, bf16*, int, int, int, int, int*,
-                          int*, unsigned long long*, int);
+                         const bf16*, bf16*, bf16*, int, int, int, int, int);
+  /// (x, gamma, beta, w, logits, normed, rows, n, k, slice, groups, next_tokens, position,
+  /// choice, advance): logits = layer_norm(x) · wᵀ in fp32 and normed = layer_norm(x), the
+  /// final norm and LM head of a decode step of at most gemv_max_rows contiguous rows,
+  /// then the greedy choice argmax_tokens makes (next_tokens, *position += advance)
+  /// through `choice`, gemv_choice_words words that are zeros between steps; the launch,
+  /// the slice and the groups are gemv_launch's.
+  using GemvLogits = void(const bf16*, const bf16*, const bf16*, const bf16*, float*, bf16*, int, int, int, int, int,
+                          int*, int*, unsigned long long*, int);
   /// (data, 16-byte words, sink): reads every word once, for the streaming floor.
   using StreamRead = void(const bf16*, long long, unsigned*);
 
@@ -100,34 +102,52 @@ struct Kernels {
   /// The GEMV's static shared memory (its warps' sums and the rows' norms), at most.
   static constexpr std::size_t gemv_static_shared = 17 * 1024;
 
-  /// A GEMV's launch, and the words of x it stages in shared memory at a time.
+  /// A GEMV's launch, the words of x it stages in shared memory at a time, and the groups
+  /// of 8 output columns a block computes.
   struct GemvLaunch {
     cudakit::LaunchConfig config;
     int slice = 0;
+    int groups = 1;
   };
 
-  /// The launch of a GEMV over `rows` rows, n_out outputs and k_in inputs: a block of 8
-  /// output columns each, with a warp per 32 words of k (4 to 16 warps: each lane's 8
-  /// words, all of a row up to 4096 wide, are then in flight before the wait, and the
-  /// blocks of two successive GEMVs fit the multiprocessors at once), and x's rows staged
-  /// in shared memory: all of k where they fit, else slices of 32 words a warp, as many
-  /// warps as the shared memory holds (slice 0 where not even 4 warps' fit).
+  /// The most groups of 8 output columns a GEMV block computes from one staging of x
+  /// (gemv_groups): 1 up to 2 rows, 2 up to 8, 4 above. Each block stages all of x's
+  /// rows from L2, so at 8 columns a block and 8 rows the staging reads as many bytes
+  /// as the weights, on every kernel's critical path; 4 groups read a quarter of that.
+  /// One row's x is small, and one group keeps a block at 4 warps (more blocks per
+  /// multiprocessor beside the kernel before).
+  static int default_gemv_groups(int rows) { return rows <= 2 ? 1 : rows <= 8 ? 2 : 4; }
+  /// The cap on a block's column groups: default_gemv_groups, or 1, 2 or 4 for every row
+  /// count with CUDAKIT_DECODER_GEMV_GROUPS, for comparison.
+  int gemv_groups_cap = 0;  // 0: default_gemv_groups
+  int gemv_groups(int rows) const { return gemv_groups_cap > 0 ? gemv_groups_cap : default_gemv_groups(rows); }
+
+  /// The launch of a GEMV over `rows` rows, n_out outputs and k_in inputs: groups of 8
+  /// output columns a block (gemv_groups, where x is staged whole, the block stays within
+  /// 16 warps and the groups divide n_out), each group with a warp per 32 words of k (4 to
+  /// 16 warps: each lane's 8 words, all of a row up to 4096 wide, are then in flight
+  /// before the wait), and x's rows staged in shared memory: all of k where they fit, else
+  /// slices of 32 words a warp, as many warps as the shared memory holds (slice 0 where not
+  /// even 4 warps' fit), and one group.
   GemvLaunch gemv_launch(int rows, int n_out, int k_in) const {
     const int words = k_in / 8;
     int warps = words / 32 < 4 ? 4 : words / 32 > 16 ? 16 : words / 32;
     const std::size_t budget = shared_memory_optin > gemv_static_shared ? shared_memory_optin - gemv_static_shared : 0;
     const auto row_bytes = static_cast<std::size_t>(rows) * 16;
     int slice = words;
+    int groups = 1;
     if (row_bytes * static_cast<std::size_t>(words + 4) > budget) {
       const std::size_t fits = budget / row_bytes;  // words a row, padding included
       warps = fits > 4 ? static_cast<int>(std::min<std::size_t>(16, (fits - 4) / 32)) : 0;
       slice = warps >= 4 ? 32 * warps : 0;
+    } else {
+      while (groups < gemv_groups(rows) && warps * groups * 2 <= 16 && n_out % (16 * groups) == 0) groups *= 2;
     }
-    return {{.grid = static_cast<unsigned>(n_out / 8),
-             .block = static_cast<unsigned>(std::max(warps, 4) * 32),
+    return {{.grid = static_cast<unsigned>(n_out / (8 * groups)),
+             .block = static_cast<unsigned>(std::max(warps, 4) * groups * 32),
              .shared_memory_bytes = row_bytes * static_cast<std::size_t>(slice + 4),
              .allow_large_shared_memory = true},
-            slice};
+            slice, groups};
   }
 
   /// Whether a decode step of `rows` rows takes the GEMV path: switched on, at most

@@ -129,10 +129,11 @@ TEST_F(DecoderTest, StepsInOneDeviceSideLoopEqualOneStepPerLaunch) {
 // CUDAKIT_DECODER_GEMV=1; CUDAKIT_DECODER_GEMV=0 turns it off: the GEMMs on the
 // tensor cores with the layer norms fused in, the LM head with the final norm) computes
 // what the cuBLASLt path computes, up to the order of the sums: hidden states within 1e-2
-// relative L2 at every point of 8 steps whose inputs agree, the prompt's tokens equal. At
-// 1 sequence, at 5 (rows that fill part of the mma's first 8), at 16 (all of its rows)
-// and at 32 (two tiles of rows, and x of the 4096-wide down-projection staged in two
-// slices).
+// relative L2 at every point of 8 steps whose inputs agree, the prompt's tokens equal, and
+// the greedy choice fused into the LM head's GEMV makes the steps' tokens. At 1 sequence
+// (one group of 8 columns a block), at 5 (rows that fill part of the mma's first 8; 2
+// groups), at 16 (all of its rows; 4 groups) and at 32 (two tiles of rows, 4 groups, and
+// x of the 4096-wide down-projection staged in two slices).
 TEST_F(DecoderTest, TheSmallBatchGemvPathMatchesTheCublasLtPath) {
   cudakit::Stream stream(device());
   const decoder::Config config{.layers = 2, .d_model = 256, .heads = 4, .head_dim = 64, .ffn = 4096, .vocab = 4096,

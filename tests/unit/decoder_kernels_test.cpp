@@ -119,6 +119,35 @@ TEST(DecoderKernels, TheSmallGridAttentionLoadsItsValuesWithItsKeys) {
   EXPECT_GE(few, plain + 8) << "the first pass's 8 value words a thread are in flight with its keys";
 }
 
+// The GEMV's launch on an H200's shared memory (227 KiB a block): one group of 8 columns
+// at one row, more groups at more rows where x is staged whole, one group where it
+// comes in slices; the grid covers n_out either way.
+TEST(DecoderKernels, AGemvBlockComputesMoreColumnGroupsAtMoreRows) {
+  decoder::Kernels k;
+  k.shared_memory_optin = 227 * 1024;
+  struct Case {
+    int rows, n_out, k_in, groups, warps, slice;
+  };
+  for (const Case c : {Case{1, 3072, 1024, 1, 4, 128}, Case{2, 16384, 1024, 1, 4, 128}, Case{5, 3072, 1024, 2, 8, 128},
+                       Case{8, 4096, 1024, 2, 8, 128}, Case{16, 1024, 1024, 4, 16, 128},
+                       Case{32, 16384, 1024, 4, 16, 128}, Case{8, 1024, 4096, 1, 16, 512},
+                       Case{32, 1024, 4096, 1, 13, 416}, Case{16, 8, 1024, 1, 4, 128}}) {
+    const decoder::Kernels::GemvLaunch g = k.gemv_launch(c.rows, c.n_out, c.k_in);
+    const std::string at = std::to_string(c.rows) + " rows, " + std::to_string(c.n_out) + " x " + std::to_string(c.k_in);
+    EXPECT_EQ(g.groups, c.groups) << at;
+    EXPECT_EQ(g.config.block.x, static_cast<unsigned>(32 * c.warps)) << at;
+    EXPECT_EQ(g.config.grid.x * 8 * static_cast<unsigned>(g.groups), static_cast<unsigned>(c.n_out)) << at;
+    EXPECT_EQ(g.slice, c.slice) << at;
+    EXPECT_EQ(g.config.shared_memory_bytes, static_cast<std::size_t>(c.rows) * 16 * (c.slice + 4)) << at;
+  }
+  // The cap (CUDAKIT_DECODER_GEMV_GROUPS) holds at every row count.
+  k.gemv_groups_cap = 1;
+  EXPECT_EQ(k.gemv_launch(32, 16384, 1024).groups, 1);
+  k.gemv_groups_cap = 4;
+  EXPECT_EQ(k.gemv_launch(1, 16384, 1024).groups, 4);
+  EXPECT_EQ(k.gemv_launch(1, 16384, 1024).config.block.x, 512u);
+}
+
 TEST(DecoderKernels, AShapeTheKernelsDoNotCoverIsRefusedBeforeCompiling) {
   decoder::Config odd;
   odd.d_model = 1020;
