@@ -78,6 +78,7 @@ Session::Session(const Model& model, cudakit::StreamRef stream, SessionLimits li
   value_cache_ = buffer(cache_rows, c.head_dim);
   stream_sink_ = cudakit::DeviceBuffer<unsigned>(stream, 1, cudakit::zeroed);
   greedy_choice_ = cudakit::DeviceBuffer<unsigned long long>(stream, Kernels::gemv_choice_words, cudakit::zeroed);
+  heads_done_ = cudakit::DeviceBuffer<unsigned>(stream, static_cast<std::size_t>(c.heads), cudakit::zeroed);
   loop_tokens_ = cudakit::DeviceBuffer<int>(
       stream, static_cast<std::size_t>(limits.max_batch) * static_cast<std::size_t>(limits.max_loop_steps),
       cudakit::zeroed);
@@ -157,6 +158,7 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
   // Decode steps of few sequences stream the weights through the GEMV kernels, with the
   // embedding, the layer norms and the greedy choice fused in (Kernels::takes_gemv).
   const bool gemv = !prompt && k.takes_gemv(rows, c.d_model, c.ffn);
+  const bool fused_attention = gemv && k.takes_fused_attention(rows, c.d_model);
   const LayerWeights& first = model_.layer(0);
   if (!gemv)
     cudakit::launch(stream, k.embed_layer_norm, k.dependent({rows, norm_threads}), input, position, model_.embed(),
@@ -182,18 +184,29 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
     auto keys = layer_cache(key_cache_, l), values = layer_cache(value_cache_, l);
     if (gemv) {
       // ln1 is fused into the QKV GEMV (layer 0's with the embedding, which it writes to
-      // x), ln2 into the up-projection.
+      // x), ln2 into the up-projection; the attention into the QKV GEMV where it takes it.
       const cudakit::DeviceSpan<const bf16> xs(x);
-      if (l == 0) {
-        const Kernels::GemvLaunch g = k.gemv_launch(rows, 3 * c.d_model, c.d_model);
-        cudakit::launch(stream, rows > 16 ? k.gemv_embed_wide : k.gemv_embed, k.dependent(g.config), input, position,
-                        model_.embed(), model_.position(), w.ln1_weight, w.ln1_bias, w.qkv_weight, w.qkv_bias, x, qkv,
-                        rows, 3 * c.d_model, c.d_model, g.slice, g.groups);
+      const Kernels::GemvLaunch g = k.gemv_launch(rows, 3 * c.d_model, c.d_model);
+      if (fused_attention && l == 0) {
+        cudakit::launch(stream, k.gemv_embed_attend, k.dependent(g.config), input, position, model_.embed(),
+                        model_.position(), w.ln1_weight, w.ln1_bias, w.qkv_weight, w.qkv_bias, x, qkv, rows,
+                        3 * c.d_model, c.d_model, g.slice, g.groups, keys, values, attention, c.max_positions,
+                        heads_done_.span());
+      } else if (fused_attention) {
+        cudakit::launch(stream, k.gemv_qkv_attend, k.dependent(g.config), xs, w.ln1_weight, w.ln1_bias, w.qkv_weight,
+                        w.qkv_bias, qkv, rows, 3 * c.d_model, c.d_model, g.slice, g.groups, keys, values, position,
+                        attention, c.max_positions, heads_done_.span());
       } else {
-        small_gemm(xs, w.ln1_weight, w.ln1_bias, w.qkv_weight, w.qkv_bias, none, qkv, 3 * c.d_model, c.d_model, false);
+        if (l == 0)
+          cudakit::launch(stream, rows > 16 ? k.gemv_embed_wide : k.gemv_embed, k.dependent(g.config), input, position,
+                          model_.embed(), model_.position(), w.ln1_weight, w.ln1_bias, w.qkv_weight, w.qkv_bias, x,
+                          qkv, rows, 3 * c.d_model, c.d_model, g.slice, g.groups);
+        else
+          small_gemm(xs, w.ln1_weight, w.ln1_bias, w.qkv_weight, w.qkv_bias, none, qkv, 3 * c.d_model, c.d_model,
+                     false);
+        cudakit::launch(stream, decode_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv),
+                        keys, values, position, attention, c.max_positions);
       }
-      cudakit::launch(stream, decode_attention, k.dependent(attention_shape), cudakit::DeviceSpan<const bf16>(qkv), keys,
-                      values, position, attention, c.max_positions);
       small_gemm(cudakit::DeviceSpan<const bf16>(attention), none, none, w.out_weight, w.out_bias, xs, x, c.d_model,
                  c.d_model, false);
       small_gemm(xs, w.ln2_weight, w.ln2_bias, w.up_weight, w.up_bias, none, ffn_values, c.ffn, c.d_model, true);

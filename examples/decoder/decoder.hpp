@@ -29,8 +29,11 @@
 // embedding as well (no embed_layer_norm), and gemv_logits the final norm, the LM head
 // and the greedy choice (no argmax_tokens), so every kernel of the step is the decoder's
 // own and a programmatic dependent (Kernels::small_batch_gemv; CUDAKIT_DECODER_GEMV=1
-// takes it up to 32 sequences). 59 kernels a step on the cuBLASLt path, 41 on the GEMV
-// path, none of which takes a per-step value as an argument: the tokens and the
+// takes it up to 32 sequences). At one sequence the QKV GEMV also runs the layer's
+// attention in the last of each head's blocks (gemv_qkv_attend, gemv_embed_attend;
+// CUDAKIT_DECODER_FUSED_ATTENTION=0 keeps decode_attention). 59 kernels a step on the
+// cuBLASLt path, 41 on the GEMV path, 33 with the attention fused; none takes a
+// per-step value as an argument: the tokens and the
 // position live in device memory (the position a DeviceValue the step advances itself),
 // so the graph of a batch size is captured once and replayed as it is at every step.
 //
@@ -173,6 +176,8 @@ class Session {
   cudakit::DeviceBuffer<unsigned> stream_sink_;  // the streaming read's (never written) result
   // gemv_logits' greedy-choice state (Kernels::gemv_choice_words): zeros between steps.
   cudakit::DeviceBuffer<unsigned long long> greedy_choice_;
+  // The fused QKV GEMV's count of blocks done for each head: zeros between kernels.
+  cudakit::DeviceBuffer<unsigned> heads_done_;
   cudakit::GraphCache<std::pair<int, int>> loop_cache_{{.capacity = 8}};  // keyed by (batch, steps)
   int next_position_ = -1;  // the device's position as the host knows it; -1 before a prompt
 };

@@ -153,20 +153,36 @@ extern "C" __global__ void layer_norm(const bf16* x, int row_stride, const bf16*
 // bytes each; 32 rows per pass, DECODE_UNROLL passes in flight per thread.
 // Cache layout: [sequence][head][MAX_POSITIONS... max_positions][64] per layer.
 // VALUES_WITH_KEYS loads the first pass's values together with its keys (they do not
-// depend on the scores): up to DECODE_GROUPS · DECODE_UNROLL positions, the whole cache in
+// depend on the scores): up to THREADS / 8 · DECODE_UNROLL positions, the whole cache in
 // most steps, then cost one memory round trip instead of two, for 96 registers a thread
 // instead of 58. The host takes that variant (decode_attention_few) only for a grid that
 // fits the multiprocessors at 2 blocks each; a larger one keeps the occupancy.
+// THREADS is the block's size (the fused QKV GEMV's attention runs in its 128 threads);
+// FROM_L2 reads this step's q, k and v through L2 only: the fused kernel's other blocks
+// wrote them during the same kernel, and no L1 line of this multiprocessor may stand in.
 #define DECODE_THREADS 256
-#define DECODE_GROUPS (DECODE_THREADS / 8)
 #define DECODE_UNROLL 8
-template <bool VALUES_WITH_KEYS>
+
+__device__ __forceinline__ uint4 load_from_l2(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+template <bool FROM_L2>
+__device__ __forceinline__ uint4 load_qkv_word(const bf16* at, int word) {
+  const uint4* p = reinterpret_cast<const uint4*>(at) + word;
+  return FROM_L2 ? load_from_l2(p) : *p;
+}
+
+template <bool VALUES_WITH_KEYS, int THREADS, bool FROM_L2>
 __device__ __forceinline__ void attend(const bf16* qkv, bf16* key_cache, bf16* value_cache, const int* position,
-                                       bf16* out, int max_positions) {
+                                       bf16* out, int max_positions, int head, int sequence) {
+  constexpr int GROUPS = THREADS / 8;
   __shared__ float probabilities[MAX_POSITIONS];
   __shared__ float scratch[WARP];
-  __shared__ float partial[DECODE_THREADS / WARP][HEAD_DIM];
-  const int head = blockIdx.x, sequence = blockIdx.y, tid = threadIdx.x;
+  __shared__ float partial[THREADS / WARP][HEAD_DIM];
+  const int tid = threadIdx.x;
   const int chunk = tid % 8, group = tid / 8;
   const int at = *position, length = at + 1;
   const bf16* row = qkv + (long long)sequence * 3 * D_MODEL;
@@ -175,28 +191,28 @@ __device__ __forceinline__ void attend(const bf16* qkv, bf16* key_cache, bf16* v
   uint4* values = reinterpret_cast<uint4*>(value_cache + base);
 
   if (tid < 8)
-    keys[(long long)at * 8 + tid] = reinterpret_cast<const uint4*>(row + D_MODEL + head * HEAD_DIM)[tid];
+    keys[(long long)at * 8 + tid] = load_qkv_word<FROM_L2>(row + D_MODEL + head * HEAD_DIM, tid);
   else if (tid < 16)
-    values[(long long)at * 8 + tid - 8] = reinterpret_cast<const uint4*>(row + 2 * D_MODEL + head * HEAD_DIM)[tid - 8];
+    values[(long long)at * 8 + tid - 8] = load_qkv_word<FROM_L2>(row + 2 * D_MODEL + head * HEAD_DIM, tid - 8);
   float q[8];
-  unpack8(reinterpret_cast<const uint4*>(row + head * HEAD_DIM)[chunk], q);
+  unpack8(load_qkv_word<FROM_L2>(row + head * HEAD_DIM, chunk), q);
   __syncthreads();  // this step's key and value are in the cache for every thread
 
   const float scale = 0.125f;  // 1/√64
   float local_max = NEGATIVE_INFINITY;
   uint4 first_values[DECODE_UNROLL];
-  for (int first = 0; first < length; first += DECODE_GROUPS * DECODE_UNROLL) {
+  for (int first = 0; first < length; first += GROUPS * DECODE_UNROLL) {
     uint4 k[DECODE_UNROLL];
 #pragma unroll
     for (int u = 0; u < DECODE_UNROLL; ++u) {
-      const int j = first + group + DECODE_GROUPS * u;
+      const int j = first + group + GROUPS * u;
       k[u] = j < length ? keys[(long long)j * 8 + chunk] : make_uint4(0, 0, 0, 0);
       if (VALUES_WITH_KEYS && first == 0)
         first_values[u] = j < length ? values[(long long)j * 8 + chunk] : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < DECODE_UNROLL; ++u) {
-      const int j = first + group + DECODE_GROUPS * u;
+      const int j = first + group + GROUPS * u;
       float kf[8];
       unpack8(k[u], kf);
       float s = 0.0f;
@@ -213,7 +229,7 @@ __device__ __forceinline__ void attend(const bf16* qkv, bf16* key_cache, bf16* v
   }
   const float max_score = block_max(local_max, scratch);  // its barrier publishes the scores
   float local_sum = 0.0f;
-  for (int j = tid; j < length; j += DECODE_THREADS) {
+  for (int j = tid; j < length; j += THREADS) {
     const float p = expf(probabilities[j] - max_score);
     probabilities[j] = p;
     local_sum += p;
@@ -221,17 +237,17 @@ __device__ __forceinline__ void attend(const bf16* qkv, bf16* key_cache, bf16* v
   const float sum = block_sum(local_sum, scratch);  // and the probabilities
 
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int first = 0; first < length; first += DECODE_GROUPS * DECODE_UNROLL) {
+  for (int first = 0; first < length; first += GROUPS * DECODE_UNROLL) {
     uint4 v[DECODE_UNROLL];
 #pragma unroll
     for (int u = 0; u < DECODE_UNROLL; ++u) {
-      const int j = first + group + DECODE_GROUPS * u;
+      const int j = first + group + GROUPS * u;
       if (VALUES_WITH_KEYS && first == 0) v[u] = first_values[u];
       else v[u] = j < length ? values[(long long)j * 8 + chunk] : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < DECODE_UNROLL; ++u) {
-      const int j = first + group + DECODE_GROUPS * u;
+      const int j = first + group + GROUPS * u;
       const float p = j < length ? probabilities[j] : 0.0f;
       float vf[8];
       unpack8(v[u], vf);
@@ -249,7 +265,7 @@ __device__ __forceinline__ void attend(const bf16* qkv, bf16* key_cache, bf16* v
   __syncthreads();
   if (tid < HEAD_DIM) {
     float total = 0.0f;
-    for (int w = 0; w < DECODE_THREADS / WARP; ++w) total += partial[w][tid];
+    for (int w = 0; w < THREADS / WARP; ++w) total += partial[w][tid];
     out[(long long)sequence * D_MODEL + head * HEAD_DIM + tid] = float_to_bf16(total / sum);
   }
 }
@@ -259,7 +275,8 @@ decode_attention(const bf16* qkv, bf16* key_cache, bf16* value_cache, const int*
                  int max_positions) {
   LET_DEPENDENTS_LAUNCH();
   cudakit::device::wait_for_predecessors();
-  attend<false>(qkv, key_cache, value_cache, position, out, max_positions);
+  attend<false, DECODE_THREADS, false>(qkv, key_cache, value_cache, position, out, max_positions, blockIdx.x,
+                                      blockIdx.y);
 }
 
 extern "C" __global__ void __launch_bounds__(DECODE_THREADS)
@@ -267,7 +284,8 @@ decode_attention_few(const bf16* qkv, bf16* key_cache, bf16* value_cache, const 
                      int max_positions) {
   LET_DEPENDENTS_LAUNCH();
   cudakit::device::wait_for_predecessors();
-  attend<true>(qkv, key_cache, value_cache, position, out, max_positions);
+  attend<true, DECODE_THREADS, false>(qkv, key_cache, value_cache, position, out, max_positions, blockIdx.x,
+                                     blockIdx.y);
 }
 
 // Prompt attention: one block of 256 threads per (head, sequence) over a prompt of
@@ -609,19 +627,52 @@ __device__ void gemv_choose(const GreedyChoice& choice, const unsigned long long
   }
 }
 
+// The decode attention fused into the QKV GEMV (gemv_qkv_attend, gemv_embed_attend):
+// each block counts itself done for its head (its 8 · groups columns lie in one head's
+// q, k or v); the last of a head's 3 · 64 / (8 · groups) blocks runs the head's decode
+// attention (attend) for every sequence, in the block's 128 threads, and resets the
+// count for the next layer's kernel. The attention kernel of its own, and its launch
+// and wait, are then gone from the step.
+struct FusedAttention {
+  bf16* key_cache;
+  bf16* value_cache;
+  const int* position;
+  bf16* out;
+  int max_positions;
+  unsigned* heads_done;  // [N_HEADS]: zeros between kernels
+};
+
+__device__ void gemv_attend_if_last(const FusedAttention& a, const bf16* qkv, int column0, int columns,
+                                    int sequences) {
+  __shared__ int last;
+  const int head = (column0 % D_MODEL) / HEAD_DIM;
+  __threadfence();  // this block's columns of q, k or v are seen before its count
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(a.heads_done + head, 1u) == 3u * HEAD_DIM / columns - 1u;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // and the head's other blocks' columns after theirs
+  if (threadIdx.x == 0) atomicExch(a.heads_done + head, 0u);
+  for (int s = 0; s < sequences; ++s)
+    attend<false, 128, true>(qkv, a.key_cache, a.value_cache, a.position, a.out, a.max_positions, head, s);
+}
+
 // The body of the GEMV kernels: LOGITS writes the fp32 sums as they are (the LM head's
 // logits, no epilogue) and makes the greedy choice, otherwise the bf16 epilogue above;
-// EMBED takes the rows from the embeddings (gemv_stage_embeddings) instead of x.
+// EMBED takes the rows from the embeddings (gemv_stage_embeddings) instead of x; ATTEND
+// (a QKV GEMV in blocks of 128 threads) runs the decode attention after it
+// (gemv_attend_if_last).
 // blockDim.x is 32 × warps, 4 to GEMV_MAX_WARPS warps, in `groups` groups (1, 2 or 4) of
 // warps / groups; a group computes 8 output columns (the mma's n), its warps splitting k,
 // so a block computes 8 · groups columns and x staged once serves them all (at many rows
 // the staging's reads from L2 grow as large as the weights': Kernels::gemv_launch). The
 // grid is n / (8 · groups) blocks; `slice` words of x are staged at a time (all of k when
 // gamma is non-null), a multiple of 4 · warps unless it is all of k (then groups is 1).
-template <bool LOGITS, bool EMBED, int TILES>
+template <bool LOGITS, bool EMBED, bool ATTEND, int TILES>
 __device__ __forceinline__ void gemv(const GemvRows& rows_in, const bf16* gamma, const bf16* beta, const bf16* w,
                                      const bf16* bias, const bf16* residual, void* out, bf16* normed, int rows, int n,
-                                     int k, int slice, int groups, int gelu, const GreedyChoice& choice) {
+                                     int k, int slice, int groups, int gelu, const GreedyChoice& choice,
+                                     const FusedAttention& attention) {
   extern __shared__ uint4 staged[];  // [rows][slice + GEMV_ROW_PAD]
   __shared__ float partial[GEMV_MAX_WARPS][16 * TILES][8];
   const int tid = threadIdx.x, warps = blockDim.x / WARP, warp = tid / WARP, lane = tid % WARP;
@@ -732,21 +783,35 @@ __device__ __forceinline__ void gemv(const GemvRows& rows_in, const bf16* gamma,
     static_cast<bf16*>(out)[(long long)r * n + out_column] = float_to_bf16(v);
   }
   if (LOGITS) gemv_choose(choice, keys, rows, columns);
+  if (ATTEND) gemv_attend_if_last(attention, static_cast<const bf16*>(out), column0, columns, rows);
 }
 
 // At most 80 registers a thread (the 8 weight words in flight take 32): 6 blocks of 4
 // warps, or one of 16, on a multiprocessor, so a GEMV's blocks and its successor's fit at
-// once. gemv_bias_wide takes 17 to 32 rows (two tiles of the mma's 16).
+// once. The _wide kernels take 17 to 32 rows (two tiles of the mma's 16).
 extern "C" __global__ void __maxnreg__(80)
 gemv_bias(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, const bf16* residual,
           bf16* out, int rows, int n, int k, int slice, int groups, int gelu) {
-  gemv<false, false, 1>({x}, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, groups, gelu, {});
+  gemv<false, false, false, 1>({x}, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, groups, gelu, {},
+                               {});
 }
 
 extern "C" __global__ void __maxnreg__(80)
 gemv_bias_wide(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias,
                const bf16* residual, bf16* out, int rows, int n, int k, int slice, int groups, int gelu) {
-  gemv<false, false, 2>({x}, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, groups, gelu, {});
+  gemv<false, false, false, 2>({x}, gamma, beta, w, bias, residual, out, nullptr, rows, n, k, slice, groups, gelu, {},
+                               {});
+}
+
+// A QKV GEMM with the decode attention fused in (gemv_attend_if_last): qkv = layer_norm(x)
+// · wᵀ + bias, then attention = the heads' attention over the cache, this step's keys and
+// values appended at *position. Blocks of 128 threads, at most 16 rows.
+extern "C" __global__ void __maxnreg__(80)
+gemv_qkv_attend(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, bf16* qkv,
+                int rows, int n, int k, int slice, int groups, bf16* key_cache, bf16* value_cache, const int* position,
+                bf16* attention, int max_positions, unsigned* heads_done) {
+  gemv<false, false, true, 1>({x}, gamma, beta, w, bias, nullptr, qkv, nullptr, rows, n, k, slice, groups, 0, {},
+                              {key_cache, value_cache, position, attention, max_positions, heads_done});
 }
 
 // The first GEMM of a decode step with the embedding and the first layer norm fused in:
@@ -757,16 +822,27 @@ extern "C" __global__ void __maxnreg__(80)
 gemv_embed(const int* tokens, const int* position, const bf16* token_embedding, const bf16* position_embedding,
            const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, bf16* embedded, bf16* out, int rows,
            int n, int k, int slice, int groups) {
-  gemv<false, true, 1>({nullptr, tokens, position, token_embedding, position_embedding, embedded}, gamma, beta, w,
-                       bias, nullptr, out, nullptr, rows, n, k, slice, groups, 0, {});
+  gemv<false, true, false, 1>({nullptr, tokens, position, token_embedding, position_embedding, embedded}, gamma, beta,
+                              w, bias, nullptr, out, nullptr, rows, n, k, slice, groups, 0, {}, {});
 }
 
 extern "C" __global__ void __maxnreg__(80)
 gemv_embed_wide(const int* tokens, const int* position, const bf16* token_embedding, const bf16* position_embedding,
                 const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, bf16* embedded, bf16* out,
                 int rows, int n, int k, int slice, int groups) {
-  gemv<false, true, 2>({nullptr, tokens, position, token_embedding, position_embedding, embedded}, gamma, beta, w,
-                       bias, nullptr, out, nullptr, rows, n, k, slice, groups, 0, {});
+  gemv<false, true, false, 2>({nullptr, tokens, position, token_embedding, position_embedding, embedded}, gamma, beta,
+                              w, bias, nullptr, out, nullptr, rows, n, k, slice, groups, 0, {}, {});
+}
+
+// gemv_embed with the decode attention fused in, as gemv_qkv_attend.
+extern "C" __global__ void __maxnreg__(80)
+gemv_embed_attend(const int* tokens, const int* position, const bf16* token_embedding,
+                  const bf16* position_embedding, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias,
+                  bf16* embedded, bf16* qkv, int rows, int n, int k, int slice, int groups, bf16* key_cache,
+                  bf16* value_cache, bf16* attention, int max_positions, unsigned* heads_done) {
+  gemv<false, true, true, 1>({nullptr, tokens, position, token_embedding, position_embedding, embedded}, gamma, beta,
+                             w, bias, nullptr, qkv, nullptr, rows, n, k, slice, groups, 0, {},
+                             {key_cache, value_cache, position, attention, max_positions, heads_done});
 }
 
 // The LM head of a decode step: logits = layer_norm(x) · Wᵀ in fp32, unrounded (as the
@@ -778,16 +854,16 @@ extern "C" __global__ void __maxnreg__(80)
 gemv_logits(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, float* logits, bf16* normed, int rows,
             int n, int k, int slice, int groups, int* next_tokens, int* position, unsigned long long* choice,
             int advance) {
-  gemv<true, false, 1>({x}, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, groups, 0,
-                       {next_tokens, position, choice, advance});
+  gemv<true, false, false, 1>({x}, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, groups, 0,
+                              {next_tokens, position, choice, advance}, {});
 }
 
 extern "C" __global__ void __maxnreg__(80)
 gemv_logits_wide(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, float* logits, bf16* normed,
                  int rows, int n, int k, int slice, int groups, int* next_tokens, int* position,
                  unsigned long long* choice, int advance) {
-  gemv<true, false, 2>({x}, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, groups, 0,
-                       {next_tokens, position, choice, advance});
+  gemv<true, false, false, 2>({x}, gamma, beta, w, nullptr, nullptr, logits, normed, rows, n, k, slice, groups, 0,
+                              {next_tokens, position, choice, advance}, {});
 }
 
 // The end of a step in a device-side loop (GraphCache::run_loop): records the step's
@@ -870,6 +946,11 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   k.gemv_logits_wide = k.module.kernel<GemvLogits>("gemv_logits_wide");
   k.gemv_embed = k.module.kernel<GemvEmbed>("gemv_embed");
   k.gemv_embed_wide = k.module.kernel<GemvEmbed>("gemv_embed_wide");
+  k.gemv_qkv_attend = k.module.kernel<GemvQkvAttend>("gemv_qkv_attend");
+  k.gemv_embed_attend = k.module.kernel<GemvEmbedAttend>("gemv_embed_attend");
+  // CUDAKIT_DECODER_FUSED_ATTENTION=0 keeps the attention kernel of its own, for comparison.
+  const char* fused = std::getenv("CUDAKIT_DECODER_FUSED_ATTENTION");
+  k.fused_attention = !(fused != nullptr && std::string(fused) == "0");
   // The weight-streaming GEMV for decode steps of few sequences (Kernels::gemv_rows), with
   // the layer norms fused into it; its mma needs compute capability 8.0.
   // CUDAKIT_DECODER_GEMV=0 keeps cuBLASLt, for comparison; =1 takes the GEMV at every row

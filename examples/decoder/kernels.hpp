@@ -45,6 +45,18 @@ struct Kernels {
   /// are gemv_launch's.
   using GemvEmbed = void(const int*, const int*, const bf16*, const bf16*, const bf16*, const bf16*, const bf16*,
                          const bf16*, bf16*, bf16*, int, int, int, int, int);
+  /// (x, gamma, beta, w, bias, qkv, rows, n, k, slice, groups, key_cache, value_cache,
+  /// position, attention, max_positions, heads_done): gemv_bias for a QKV GEMM (no
+  /// residual, no GELU), then the decode attention over the layer's cache as
+  /// decode_attention computes it, its kernel fused in (takes_fused_attention);
+  /// heads_done holds one count a head, zeros between kernels.
+  using GemvQkvAttend = void(const bf16*, const bf16*, const bf16*, const bf16*, const bf16*, bf16*, int, int, int, int,
+                             int, bf16*, bf16*, const int*, bf16*, int, unsigned*);
+  /// (tokens, position, token_embedding, position_embedding, gamma, beta, w, bias, embedded,
+  /// qkv, rows, n, k, slice, groups, key_cache, value_cache, attention, max_positions,
+  /// heads_done): gemv_embed with the attention fused in, as GemvQkvAttend.
+  using GemvEmbedAttend = void(const int*, const int*, const bf16*, const bf16*, const bf16*, const bf16*, const bf16*,
+                               const bf16*, bf16*, bf16*, int, int, int, int, int, bf16*, bf16*, bf16*, int, unsigned*);
   /// (x, gamma, beta, w, logits, normed, rows, n, k, slice, groups, next_tokens, position,
   /// choice, advance): logits = layer_norm(x) · wᵀ in fp32 and normed = layer_norm(x), the
   /// final norm and LM head of a decode step of at most gemv_max_rows contiguous rows,
@@ -79,6 +91,11 @@ struct Kernels {
   cudakit::Kernel<GemvBias> gemv_bias_wide;
   cudakit::Kernel<GemvLogits> gemv_logits_wide;
   cudakit::Kernel<GemvEmbed> gemv_embed_wide;
+  cudakit::Kernel<GemvQkvAttend> gemv_qkv_attend;
+  cudakit::Kernel<GemvEmbedAttend> gemv_embed_attend;
+  /// Whether a GEMV-path decode step runs its attention inside the QKV GEMV (unless
+  /// CUDAKIT_DECODER_FUSED_ATTENTION=0): takes_fused_attention.
+  bool fused_attention = true;
   /// Whether decode steps of at most gemv_rows sequences use gemv_bias, with the layer
   /// norms fused into it, instead of cuBLASLt and the layer_norm kernels, and gemv_logits
   /// for the LM head instead of cuBLAS (unless CUDAKIT_DECODER_GEMV=0).
@@ -156,6 +173,14 @@ struct Kernels {
   bool takes_gemv(int rows, int d_model, int ffn) const {
     return small_batch_gemv && rows <= gemv_rows && gemv_launch(rows, 8, d_model).slice == d_model / 8 &&
            gemv_launch(rows, 8, ffn).slice > 0;
+  }
+
+  /// Whether a GEMV-path decode step of `rows` rows runs each layer's attention inside its
+  /// QKV GEMV: switched on, one row (the last block of a head runs the head's attention
+  /// for every sequence, where the attention kernel has a block for each), and the QKV
+  /// GEMV in blocks of 128 threads (the attention's block there).
+  bool takes_fused_attention(int rows, int d_model) const {
+    return fused_attention && rows == 1 && gemv_launch(rows, 3 * d_model, d_model).config.block.x == 128;
   }
 
   /// Whether the decoder's own kernels are launched as programmatic dependents of the

@@ -49,7 +49,8 @@ TEST(DecoderKernels, EarlyTriggersLetEveryStepKernelsDependentsLaunchAtItsStart)
   const std::string early = ptx_of(true), late = ptx_of(false);
   for (const char* kernel :
        {"embed_layer_norm", "layer_norm", "decode_attention", "decode_attention_few", "argmax_tokens", "gemv_bias",
-        "gemv_logits", "gemv_embed", "gemv_bias_wide", "gemv_logits_wide", "gemv_embed_wide"}) {
+        "gemv_logits", "gemv_embed", "gemv_bias_wide", "gemv_logits_wide", "gemv_embed_wide", "gemv_qkv_attend",
+        "gemv_embed_attend"}) {
     const std::string e = entry(early, kernel);
     ASSERT_FALSE(e.empty()) << kernel;
     const auto trigger = e.find("griddepcontrol.launch_dependents"), wait = e.find("griddepcontrol.wait");
@@ -57,7 +58,7 @@ TEST(DecoderKernels, EarlyTriggersLetEveryStepKernelsDependentsLaunchAtItsStart)
     EXPECT_LT(trigger, wait) << kernel << ": the trigger comes before the wait";
   }
   // Without them only the GEMVs trigger, once their sums are in shared memory.
-  EXPECT_EQ(count(late, "griddepcontrol.launch_dependents"), 6);
+  EXPECT_EQ(count(late, "griddepcontrol.launch_dependents"), 8);
   EXPECT_EQ(count(entry(late, "layer_norm"), "griddepcontrol.launch_dependents"), 0);
 }
 
@@ -65,7 +66,8 @@ TEST(DecoderKernels, TheGemvsLoadTheirWeightWordsBeforeWaitingForTheKernelBefore
   SKIP_WITHOUT_NVRTC();
   for (bool early : {true, false}) {
     const std::string ptx = ptx_of(early);
-    for (const char* kernel : {"gemv_bias", "gemv_logits", "gemv_embed", "gemv_bias_wide", "gemv_logits_wide", "gemv_embed_wide"}) {
+    for (const char* kernel : {"gemv_bias", "gemv_logits", "gemv_embed", "gemv_bias_wide", "gemv_logits_wide", "gemv_embed_wide",
+                                "gemv_qkv_attend", "gemv_embed_attend"}) {
       const std::string gemv = entry(ptx, kernel);
       const auto wait = gemv.find("griddepcontrol.wait");
       ASSERT_NE(wait, std::string::npos) << kernel;
@@ -78,7 +80,8 @@ TEST(DecoderKernels, TheGemvsLoadTheirWeightWordsBeforeWaitingForTheKernelBefore
 TEST(DecoderKernels, TheGemvsMultiplyOnTheTensorCores) {
   SKIP_WITHOUT_NVRTC();
   const std::string ptx = ptx_of(true);
-  for (const char* kernel : {"gemv_bias", "gemv_logits", "gemv_embed", "gemv_bias_wide", "gemv_logits_wide", "gemv_embed_wide"}) {
+  for (const char* kernel : {"gemv_bias", "gemv_logits", "gemv_embed", "gemv_bias_wide", "gemv_logits_wide", "gemv_embed_wide",
+                                "gemv_qkv_attend", "gemv_embed_attend"}) {
     const std::string gemv = entry(ptx, kernel);
     // Two mmas a 16-byte weight word, bf16 inputs and fp32 sums.
     EXPECT_GE(count(gemv, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), 2) << kernel;
@@ -98,6 +101,24 @@ TEST(DecoderKernels, TheLmHeadsGemvMakesTheGreedyChoiceItself) {
     EXPECT_GE(count(gemv, "atom.global.exch.b64"), 1) << kernel;
   }
   for (const char* kernel : {"gemv_bias", "gemv_embed"}) EXPECT_EQ(count(entry(ptx, kernel), "atom.global"), 0) << kernel;
+}
+
+// The QKV GEMVs with the attention fused in count their blocks a head and read this
+// step's q, k and v through L2 only (other blocks wrote them during the kernel); the
+// plain GEMVs do neither.
+TEST(DecoderKernels, TheFusedQkvGemvsRunTheAttentionInTheLastBlockOfEachHead) {
+  SKIP_WITHOUT_NVRTC();
+  const std::string ptx = ptx_of(true);
+  for (const char* kernel : {"gemv_qkv_attend", "gemv_embed_attend"}) {
+    const std::string gemv = entry(ptx, kernel);
+    ASSERT_FALSE(gemv.empty()) << kernel;
+    EXPECT_GE(count(gemv, "atom.global.add.u32"), 1) << kernel;
+    EXPECT_GE(count(gemv, "ld.global.cg.v4.u32"), 3) << kernel;
+  }
+  for (const char* kernel : {"gemv_bias", "gemv_embed"}) {
+    EXPECT_EQ(count(entry(ptx, kernel), "ld.global.cg"), 0) << kernel;
+    EXPECT_EQ(count(entry(ptx, kernel), "atom.global"), 0) << kernel;
+  }
 }
 
 // 16-byte loads between a kernel's first barrier (this step's key and value are in the
@@ -146,6 +167,22 @@ TEST(DecoderKernels, AGemvBlockComputesMoreColumnGroupsAtMoreRows) {
   k.gemv_groups_cap = 4;
   EXPECT_EQ(k.gemv_launch(1, 16384, 1024).groups, 4);
   EXPECT_EQ(k.gemv_launch(1, 16384, 1024).config.block.x, 512u);
+}
+
+// The attention rides in the QKV GEMV at one row where that GEMV's block is the
+// attention's 128 threads, and not when switched off.
+TEST(DecoderKernels, TheAttentionIsFusedIntoTheQkvGemvAtOneRowInBlocksOf128Threads) {
+  decoder::Kernels k;
+  k.shared_memory_optin = 227 * 1024;
+  EXPECT_TRUE(k.takes_fused_attention(1, 1024));
+  EXPECT_TRUE(k.takes_fused_attention(1, 256));
+  EXPECT_FALSE(k.takes_fused_attention(2, 1024)) << "a head's last block would attend for every sequence";
+  EXPECT_FALSE(k.takes_fused_attention(1, 2048)) << "8 warps a block";
+  k.gemv_groups_cap = 2;
+  EXPECT_FALSE(k.takes_fused_attention(1, 1024)) << "2 groups: 8 warps a block";
+  k.gemv_groups_cap = 0;
+  k.fused_attention = false;
+  EXPECT_FALSE(k.takes_fused_attention(1, 1024));
 }
 
 TEST(DecoderKernels, AShapeTheKernelsDoNotCoverIsRefusedBeforeCompiling) {
