@@ -124,16 +124,46 @@ TEST_F(DecoderTest, StepsInOneDeviceSideLoopEqualOneStepPerLaunch) {
   }
 }
 
+// Hidden states of two paths within 1e-2 relative L2 at every point of `steps` steps
+// whose inputs agree (after a token differs, a near tie broken the other way, the
+// sequence parts and its comparison ends there), the prompt's tokens equal; returns the
+// points compared.
+int expect_paths_agree(const Trace& lt, const Trace& gemv, int batch, int steps, std::size_t d, const std::string& what) {
+  EXPECT_EQ(lt.hidden.size(), gemv.hidden.size()) << what;
+  EXPECT_EQ(lt.hidden.size(), static_cast<std::size_t>(steps + 1) * batch * d) << what;
+  if (lt.hidden.size() != gemv.hidden.size()) return 0;
+  int compared = 0;
+  for (int b = 0; b < batch; ++b) {
+    const auto at = [&](int point) { return static_cast<std::size_t>(point * batch + b); };
+    EXPECT_EQ(lt.tokens[at(0)], gemv.tokens[at(0)]) << what << ", sequence " << b
+                                                    << ": the prompt runs the same path on both";
+    for (int p = 0; p <= steps; ++p) {
+      double diff = 0, norm = 0;
+      for (std::size_t i = at(p) * d; i < (at(p) + 1) * d; ++i) {
+        const double x = decoder::from_bf16(lt.hidden[i]), y = decoder::from_bf16(gemv.hidden[i]);
+        diff += (x - y) * (x - y);
+        norm += x * x;
+      }
+      EXPECT_GT(norm, 0.0);
+      EXPECT_LE(std::sqrt(diff / norm), 1e-2) << what << ", sequence " << b << ", point " << p;
+      ++compared;
+      if (lt.tokens[at(p)] != gemv.tokens[at(p)]) break;
+    }
+  }
+  EXPECT_GE(compared, 2 * batch) << what << ": the step after each prompt is compared";
+  return compared;
+}
+
 // The weight-streaming GEMV path (the default for decode steps of up to
 // Kernels::default_gemv_rows sequences, for every row count its kernels hold with
 // CUDAKIT_DECODER_GEMV=1; CUDAKIT_DECODER_GEMV=0 turns it off: the GEMMs on the
-// tensor cores with the layer norms fused in, the LM head with the final norm) computes
-// what the cuBLASLt path computes, up to the order of the sums: hidden states within 1e-2
-// relative L2 at every point of 8 steps whose inputs agree, the prompt's tokens equal, and
-// the greedy choice fused into the LM head's GEMV makes the steps' tokens. At 1 sequence
-// (one group of 8 columns a block), at 5 (rows that fill part of the mma's first 8; 2
-// groups), at 16 (all of its rows; 4 groups) and at 32 (two tiles of rows, 4 groups, and
-// x of the 4096-wide down-projection staged in two slices).
+// tensor cores with the embedding and the layer norms fused in, the LM head with the
+// final norm and the greedy choice, and at one sequence the attention inside the QKV
+// GEMV) computes what the cuBLASLt path computes, up to the order of the sums
+// (expect_paths_agree). At 1 sequence (one group of 8 columns a block, the attention
+// fused, and again with it in its own kernel), at 5 (rows that fill part of the mma's
+// first 8; 2 groups), at 16 (all of its rows; 4 groups) and at 32 (two tiles of rows, 4
+// groups, and x of the 4096-wide down-projection staged in two slices).
 TEST_F(DecoderTest, TheSmallBatchGemvPathMatchesTheCublasLtPath) {
   cudakit::Stream stream(device());
   const decoder::Config config{.layers = 2, .d_model = 256, .heads = 4, .head_dim = 64, .ffn = 4096, .vocab = 4096,
@@ -145,40 +175,27 @@ TEST_F(DecoderTest, TheSmallBatchGemvPathMatchesTheCublasLtPath) {
   const decoder::Model lt_model(weights, stream);
   ::setenv("CUDAKIT_DECODER_GEMV", "1", 1);
   const decoder::Model gemv_model(weights, stream);
+  ::setenv("CUDAKIT_DECODER_FUSED_ATTENTION", "0", 1);
+  const decoder::Model unfused_model(weights, stream);
+  ::unsetenv("CUDAKIT_DECODER_FUSED_ATTENTION");
   ::unsetenv("CUDAKIT_DECODER_GEMV");
   ASSERT_TRUE(gemv_model.kernels().small_batch_gemv);
   ASSERT_FALSE(lt_model.kernels().small_batch_gemv);
+  ASSERT_TRUE(gemv_model.kernels().takes_fused_attention(1, config.d_model));
+  ASSERT_FALSE(unfused_model.kernels().takes_fused_attention(1, config.d_model));
   const std::size_t d = static_cast<std::size_t>(config.d_model);
   for (int batch : {1, 5, 16, 32}) {
     ASSERT_TRUE(gemv_model.kernels().takes_gemv(batch, config.d_model, config.ffn)) << batch;
     const Trace lt = run(lt_model, stream, inputs, steps, StepMode::cached, nullptr, batch);
     const Trace gemv = run(gemv_model, stream, inputs, steps, StepMode::cached, nullptr, batch);
-    ASSERT_EQ(lt.hidden.size(), gemv.hidden.size());
-    ASSERT_EQ(lt.hidden.size(), static_cast<std::size_t>(steps + 1) * batch * d);
-    int compared = 0;
-    for (int b = 0; b < batch; ++b) {
-      const auto at = [&](int point) { return static_cast<std::size_t>(point * batch + b); };
-      EXPECT_EQ(lt.tokens[at(0)], gemv.tokens[at(0)]) << "batch " << batch << ", sequence " << b
-                                                      << ": the prompt runs the same path on both";
-      // Point p's inputs are the same on both paths while the sequence's tokens before it
-      // agree; after a token differs (a near tie broken the other way) the sequence parts,
-      // and its comparison ends there.
-      for (int p = 0; p <= steps; ++p) {
-        double diff = 0, norm = 0;
-        for (std::size_t i = at(p) * d; i < (at(p) + 1) * d; ++i) {
-          const double x = decoder::from_bf16(lt.hidden[i]), y = decoder::from_bf16(gemv.hidden[i]);
-          diff += (x - y) * (x - y);
-          norm += x * x;
-        }
-        EXPECT_GT(norm, 0.0);
-        EXPECT_LE(std::sqrt(diff / norm), 1e-2) << "batch " << batch << ", sequence " << b << ", point " << p;
-        ++compared;
-        if (lt.tokens[at(p)] != gemv.tokens[at(p)]) break;
-      }
-    }
-    EXPECT_GE(compared, 2 * batch) << "batch " << batch << ": the step after each prompt is compared";
+    const int compared = expect_paths_agree(lt, gemv, batch, steps, d, "batch " + std::to_string(batch));
     RecordProperty("points_compared_at_batch_" + std::to_string(batch), compared);
     EXPECT_EQ(gemv.position, inputs.prompt_length + steps);
+    if (batch == 1) {
+      const Trace unfused = run(unfused_model, stream, inputs, steps, StepMode::cached, nullptr, batch);
+      expect_paths_agree(lt, unfused, batch, steps, d, "batch 1, the attention in its own kernel");
+      EXPECT_EQ(unfused.position, inputs.prompt_length + steps);
+    }
   }
 }
 
