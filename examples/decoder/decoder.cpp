@@ -186,7 +186,7 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
       // ln1 is fused into the QKV GEMV (layer 0's with the embedding, which it writes to
       // x), ln2 into the up-projection; the attention into the QKV GEMV where it takes it.
       const cudakit::DeviceSpan<const bf16> xs(x);
-      const Kernels::GemvLaunch g = k.gemv_launch(rows, 3 * c.d_model, c.d_model);
+      const Kernels::GemvLaunch g = k.qkv_launch(rows, c.d_model);
       if (fused_attention && l == 0) {
         cudakit::launch(stream, k.gemv_embed_attend, k.dependent(g.config), input, position, model_.embed(),
                         model_.position(), w.ln1_weight, w.ln1_bias, w.qkv_weight, w.qkv_bias, x, qkv, rows,

@@ -630,8 +630,8 @@ __device__ void gemv_choose(const GreedyChoice& choice, const unsigned long long
 // The decode attention fused into the QKV GEMV (gemv_qkv_attend, gemv_embed_attend):
 // each block counts itself done for its head (its 8 · groups columns lie in one head's
 // q, k or v); the last of a head's 3 · 64 / (8 · groups) blocks runs the head's decode
-// attention (attend) for every sequence, in the block's 128 threads, and resets the
-// count for the next layer's kernel. The attention kernel of its own, and its launch
+// attention (attend) for every sequence, in the block's 128 or 256 threads, and resets
+// the count for the next layer's kernel. The attention kernel of its own, and its launch
 // and wait, are then gone from the step.
 struct FusedAttention {
   bf16* key_cache;
@@ -653,14 +653,18 @@ __device__ void gemv_attend_if_last(const FusedAttention& a, const bf16* qkv, in
   if (!last) return;
   __threadfence();  // and the head's other blocks' columns after theirs
   if (threadIdx.x == 0) atomicExch(a.heads_done + head, 0u);
-  for (int s = 0; s < sequences; ++s)
-    attend<false, 128, true>(qkv, a.key_cache, a.value_cache, a.position, a.out, a.max_positions, head, s);
+  for (int s = 0; s < sequences; ++s) {
+    if (blockDim.x == 256)
+      attend<false, 256, true>(qkv, a.key_cache, a.value_cache, a.position, a.out, a.max_positions, head, s);
+    else
+      attend<false, 128, true>(qkv, a.key_cache, a.value_cache, a.position, a.out, a.max_positions, head, s);
+  }
 }
 
 // The body of the GEMV kernels: LOGITS writes the fp32 sums as they are (the LM head's
 // logits, no epilogue) and makes the greedy choice, otherwise the bf16 epilogue above;
 // EMBED takes the rows from the embeddings (gemv_stage_embeddings) instead of x; ATTEND
-// (a QKV GEMV in blocks of 128 threads) runs the decode attention after it
+// (a QKV GEMV in blocks of 128 or 256 threads) runs the decode attention after it
 // (gemv_attend_if_last).
 // blockDim.x is 32 × warps, 4 to GEMV_MAX_WARPS warps, in `groups` groups (1, 2 or 4) of
 // warps / groups; a group computes 8 output columns (the mma's n), its warps splitting k,
@@ -805,7 +809,7 @@ gemv_bias_wide(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w
 
 // A QKV GEMM with the decode attention fused in (gemv_attend_if_last): qkv = layer_norm(x)
 // · wᵀ + bias, then attention = the heads' attention over the cache, this step's keys and
-// values appended at *position. Blocks of 128 threads, at most 16 rows.
+// values appended at *position. Blocks of 128 or 256 threads, at most 16 rows.
 extern "C" __global__ void __maxnreg__(80)
 gemv_qkv_attend(const bf16* x, const bf16* gamma, const bf16* beta, const bf16* w, const bf16* bias, bf16* qkv,
                 int rows, int n, int k, int slice, int groups, bf16* key_cache, bf16* value_cache, const int* position,
@@ -948,9 +952,11 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   k.gemv_embed_wide = k.module.kernel<GemvEmbed>("gemv_embed_wide");
   k.gemv_qkv_attend = k.module.kernel<GemvQkvAttend>("gemv_qkv_attend");
   k.gemv_embed_attend = k.module.kernel<GemvEmbedAttend>("gemv_embed_attend");
-  // CUDAKIT_DECODER_FUSED_ATTENTION=0 keeps the attention kernel of its own, for comparison.
+  // CUDAKIT_DECODER_FUSED_ATTENTION=0 keeps the attention kernel of its own, =256 runs the
+  // fused attention in QKV GEMV blocks of 256 threads, for comparison.
   const char* fused = std::getenv("CUDAKIT_DECODER_FUSED_ATTENTION");
-  k.fused_attention = !(fused != nullptr && std::string(fused) == "0");
+  const std::string fused_switch = fused != nullptr ? fused : "";
+  k.fused_attention_threads = fused_switch == "0" ? 0 : fused_switch == "256" ? 256 : 128;
   // The weight-streaming GEMV for decode steps of few sequences (Kernels::gemv_rows), with
   // the layer norms fused into it; its mma needs compute capability 8.0.
   // CUDAKIT_DECODER_GEMV=0 keeps cuBLASLt, for comparison; =1 takes the GEMV at every row

@@ -93,9 +93,11 @@ struct Kernels {
   cudakit::Kernel<GemvEmbed> gemv_embed_wide;
   cudakit::Kernel<GemvQkvAttend> gemv_qkv_attend;
   cudakit::Kernel<GemvEmbedAttend> gemv_embed_attend;
-  /// Whether a GEMV-path decode step runs its attention inside the QKV GEMV (unless
-  /// CUDAKIT_DECODER_FUSED_ATTENTION=0): takes_fused_attention.
-  bool fused_attention = true;
+  /// The threads of a QKV GEMV block that runs the attention inside it (takes_fused_attention):
+  /// 128 (one group of 8 columns a block), 256 with CUDAKIT_DECODER_FUSED_ATTENTION=256
+  /// (two groups: the attention's passes over the cache hold twice the positions), 0 with
+  /// CUDAKIT_DECODER_FUSED_ATTENTION=0 (the attention kernel of its own).
+  int fused_attention_threads = 128;
   /// Whether decode steps of at most gemv_rows sequences use gemv_bias, with the layer
   /// norms fused into it, instead of cuBLASLt and the layer_norm kernels, and gemv_logits
   /// for the LM head instead of cuBLAS (unless CUDAKIT_DECODER_GEMV=0).
@@ -139,6 +141,10 @@ struct Kernels {
   int gemv_groups_cap = 0;  // 0: default_gemv_groups
   int gemv_groups(int rows) const { return gemv_groups_cap > 0 ? gemv_groups_cap : default_gemv_groups(rows); }
 
+  /// The warps of a group of 8 output columns over `words` 16-byte words of k, where x is
+  /// staged whole: a warp per 32 words, 4 to 16.
+  static int gemv_group_warps(int words) { return words / 32 < 4 ? 4 : words / 32 > 16 ? 16 : words / 32; }
+
   /// The launch of a GEMV over `rows` rows, n_out outputs and k_in inputs: groups of 8
   /// output columns a block (gemv_groups, where x is staged whole, the block stays within
   /// 16 warps and the groups divide n_out), each group with a warp per 32 words of k (4 to
@@ -146,9 +152,10 @@ struct Kernels {
   /// before the wait), and x's rows staged in shared memory: all of k where they fit, else
   /// slices of 32 words a warp, as many warps as the shared memory holds (slice 0 where not
   /// even 4 warps' fit), and one group.
-  GemvLaunch gemv_launch(int rows, int n_out, int k_in) const {
+  /// `groups_wanted`, where non-zero, stands for gemv_groups(rows).
+  GemvLaunch gemv_launch(int rows, int n_out, int k_in, int groups_wanted = 0) const {
     const int words = k_in / 8;
-    int warps = words / 32 < 4 ? 4 : words / 32 > 16 ? 16 : words / 32;
+    int warps = gemv_group_warps(words);
     const std::size_t budget = shared_memory_optin > gemv_static_shared ? shared_memory_optin - gemv_static_shared : 0;
     const auto row_bytes = static_cast<std::size_t>(rows) * 16;
     int slice = words;
@@ -158,7 +165,8 @@ struct Kernels {
       warps = fits > 4 ? static_cast<int>(std::min<std::size_t>(16, (fits - 4) / 32)) : 0;
       slice = warps >= 4 ? 32 * warps : 0;
     } else {
-      while (groups < gemv_groups(rows) && warps * groups * 2 <= 16 && n_out % (16 * groups) == 0) groups *= 2;
+      const int most = groups_wanted > 0 ? groups_wanted : gemv_groups(rows);
+      while (groups < most && warps * groups * 2 <= 16 && n_out % (16 * groups) == 0) groups *= 2;
     }
     return {{.grid = static_cast<unsigned>(n_out / (8 * groups)),
              .block = static_cast<unsigned>(std::max(warps, 4) * groups * 32),
@@ -178,9 +186,18 @@ struct Kernels {
   /// Whether a GEMV-path decode step of `rows` rows runs each layer's attention inside its
   /// QKV GEMV: switched on, one row (the last block of a head runs the head's attention
   /// for every sequence, where the attention kernel has a block for each), and the QKV
-  /// GEMV in blocks of 128 threads (the attention's block there).
+  /// GEMV's launch (qkv_launch) in blocks of fused_attention_threads.
   bool takes_fused_attention(int rows, int d_model) const {
-    return fused_attention && rows == 1 && gemv_launch(rows, 3 * d_model, d_model).config.block.x == 128;
+    return fused_attention_threads > 0 && rows == 1 &&
+           qkv_launch(rows, d_model).config.block.x == static_cast<unsigned>(fused_attention_threads);
+  }
+
+  /// The QKV GEMV's launch: gemv_launch, at one row with as many groups of 8 columns as
+  /// make a block of fused_attention_threads (a group is 128 threads at widths up to 1024).
+  GemvLaunch qkv_launch(int rows, int d_model) const {
+    const int group_threads = 32 * gemv_group_warps(d_model / 8);
+    const int groups = fused_attention_threads > 0 && rows == 1 ? std::max(1, fused_attention_threads / group_threads) : 0;
+    return gemv_launch(rows, 3 * d_model, d_model, groups);
   }
 
   /// Whether the decoder's own kernels are launched as programmatic dependents of the

@@ -169,19 +169,26 @@ TEST(DecoderKernels, AGemvBlockComputesMoreColumnGroupsAtMoreRows) {
   EXPECT_EQ(k.gemv_launch(1, 16384, 1024).config.block.x, 512u);
 }
 
-// The attention rides in the QKV GEMV at one row where that GEMV's block is the
-// attention's 128 threads, and not when switched off.
-TEST(DecoderKernels, TheAttentionIsFusedIntoTheQkvGemvAtOneRowInBlocksOf128Threads) {
+// The attention rides in the QKV GEMV at one row where that GEMV's block is the fused
+// attention's 128 threads (or 256: two groups of columns at widths up to 1024), and not
+// when switched off.
+TEST(DecoderKernels, TheAttentionIsFusedIntoTheQkvGemvAtOneRowInBlocksOfItsThreads) {
   decoder::Kernels k;
   k.shared_memory_optin = 227 * 1024;
   EXPECT_TRUE(k.takes_fused_attention(1, 1024));
   EXPECT_TRUE(k.takes_fused_attention(1, 256));
+  EXPECT_EQ(k.qkv_launch(1, 1024).config.block.x, 128u);
   EXPECT_FALSE(k.takes_fused_attention(2, 1024)) << "a head's last block would attend for every sequence";
-  EXPECT_FALSE(k.takes_fused_attention(1, 2048)) << "8 warps a block";
-  k.gemv_groups_cap = 2;
-  EXPECT_FALSE(k.takes_fused_attention(1, 1024)) << "2 groups: 8 warps a block";
-  k.gemv_groups_cap = 0;
-  k.fused_attention = false;
+  EXPECT_FALSE(k.takes_fused_attention(1, 2048)) << "8 warps a group of columns";
+  k.fused_attention_threads = 256;
+  for (int d_model : {256, 1024, 2048}) {
+    EXPECT_TRUE(k.takes_fused_attention(1, d_model)) << d_model;
+    EXPECT_EQ(k.qkv_launch(1, d_model).config.block.x, 256u) << d_model;
+    EXPECT_EQ(k.qkv_launch(1, d_model).config.grid.x * 8 * static_cast<unsigned>(k.qkv_launch(1, d_model).groups),
+              3u * static_cast<unsigned>(d_model));
+  }
+  EXPECT_EQ(k.qkv_launch(4, 1024).groups, k.gemv_launch(4, 3072, 1024).groups) << "the fused attention's only at one row";
+  k.fused_attention_threads = 0;
   EXPECT_FALSE(k.takes_fused_attention(1, 1024));
 }
 
