@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "cudakit/context.hpp"
 #include "cudakit/stream.hpp"
 
 namespace cudakit::testing {
@@ -20,10 +21,13 @@ inline bool under_sanitizer() {
 /// context faulted (a known limitation of the tool with conditional graphs; a synchronize
 /// between the allocation and the capture avoids it). The same tests under memcheck in a
 /// run of their own suites reported nothing, with and without the synchronize. So under the
-/// tool a test settles its allocations before such a capture; without it, it does not (the
-/// path users take).
+/// tool a test settles its allocations before such a capture, the whole context (every
+/// stream's allocations and frees, not only the capturing stream's); without it, it does
+/// not (the path users take).
 inline void settle_allocations_before_a_loop_capture(StreamRef stream) {
-  if (under_sanitizer()) stream.synchronize();
+  if (!under_sanitizer()) return;
+  stream.synchronize();
+  Context::primary(stream.device_ordinal()).synchronize();
 }
 
 }  // namespace cudakit::testing
