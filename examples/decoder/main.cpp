@@ -276,6 +276,9 @@ int run(const RunOptions& o) {
     result["programmatic_dependent_launch"] = model.kernels().programmatic;
     result["small_batch_gemv"] = model.kernels().small_batch_gemv;
     result["early_trigger"] = model.kernels().early_trigger;
+    result["gemv_rows"] = model.kernels().gemv_rows;
+    result["gemv_groups_cap"] = model.kernels().gemv_groups_cap;  // 0: by the rows
+    result["fused_attention_threads"] = model.kernels().fused_attention_threads;  // 0: its own kernel
     say("decoder: streaming floor: " + std::to_string(model.weights().size_bytes() >> 20) + " MiB in " +
         std::to_string(floor_us) + " us");
   }
