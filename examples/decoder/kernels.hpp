@@ -106,11 +106,12 @@ struct Kernels {
   /// The words of gemv_logits' greedy-choice state: a key per row, then a count of blocks.
   static constexpr int gemv_choice_words = gemv_max_rows + 1;
   /// The rows up to which decode steps take the GEMV path by default. On the H200 (graph
-  /// cache, step p50): 1 row 202 µs against cuBLASLt's 275, 8 rows 369 against 298, 16
-  /// rows 482 against 324, 32 rows 925 against 344. Its mma costs nothing per row; what
-  /// grows with the rows is each block's staging of all of x's rows from L2 after its wait
-  /// (8 output columns a block: 224 MiB of L2 reads a step at 8 rows, as much as the
-  /// weights), the likely cost per row (not yet profiled kernel by kernel).
+  /// cache, step p50, 43 kernels a step and one group of 8 columns a block): 1 row 202 µs
+  /// against cuBLASLt's 275, 8 rows 369 against 298, 16 rows 482 against 324, 32 rows 925
+  /// against 344. Its mma costs nothing per row; what grew with the rows was each block's
+  /// staging of all of x's rows from L2 after its wait (8 output columns a block: 224 MiB
+  /// of L2 reads a step at 8 rows, as much as the weights), the likely cost per row, which
+  /// the column groups (gemv_groups) cut; the defaults follow the next measurement.
   static constexpr int default_gemv_rows = 1;
   static_assert(default_gemv_rows <= gemv_max_rows, "the GEMV kernels hold at most gemv_max_rows rows");
   /// The rows up to which decode steps take the GEMV path: default_gemv_rows, or every
