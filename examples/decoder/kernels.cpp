@@ -175,13 +175,24 @@ __device__ __forceinline__ uint4 load_qkv_word(const bf16* at, int word) {
   return FROM_L2 ? load_from_l2(p) : *p;
 }
 
-template <bool VALUES_WITH_KEYS, int THREADS, bool FROM_L2>
+// The shared memory of attend for up to THREADS threads, declared by its caller (the
+// fused QKV GEMV's two block sizes then share one).
+template <int THREADS>
+struct AttendShared {
+  float probabilities[MAX_POSITIONS];
+  float scratch[WARP];
+  float partial[THREADS / WARP][HEAD_DIM];
+};
+
+template <bool VALUES_WITH_KEYS, int THREADS, bool FROM_L2, int SHARED_THREADS>
 __device__ __forceinline__ void attend(const bf16* qkv, bf16* key_cache, bf16* value_cache, const int* position,
-                                       bf16* out, int max_positions, int head, int sequence) {
+                                       bf16* out, int max_positions, int head, int sequence,
+                                       AttendShared<SHARED_THREADS>& shared) {
+  static_assert(THREADS <= SHARED_THREADS, "attend's shared memory holds its threads' sums");
   constexpr int GROUPS = THREADS / 8;
-  __shared__ float probabilities[MAX_POSITIONS];
-  __shared__ float scratch[WARP];
-  __shared__ float partial[THREADS / WARP][HEAD_DIM];
+  float* probabilities = shared.probabilities;
+  float* scratch = shared.scratch;
+  auto& partial = shared.partial;
   const int tid = threadIdx.x;
   const int chunk = tid % 8, group = tid / 8;
   const int at = *position, length = at + 1;
@@ -275,8 +286,9 @@ decode_attention(const bf16* qkv, bf16* key_cache, bf16* value_cache, const int*
                  int max_positions) {
   LET_DEPENDENTS_LAUNCH();
   cudakit::device::wait_for_predecessors();
+  __shared__ AttendShared<DECODE_THREADS> shared;
   attend<false, DECODE_THREADS, false>(qkv, key_cache, value_cache, position, out, max_positions, blockIdx.x,
-                                      blockIdx.y);
+                                       blockIdx.y, shared);
 }
 
 extern "C" __global__ void __launch_bounds__(DECODE_THREADS)
@@ -284,8 +296,9 @@ decode_attention_few(const bf16* qkv, bf16* key_cache, bf16* value_cache, const 
                      int max_positions) {
   LET_DEPENDENTS_LAUNCH();
   cudakit::device::wait_for_predecessors();
+  __shared__ AttendShared<DECODE_THREADS> shared;
   attend<true, DECODE_THREADS, false>(qkv, key_cache, value_cache, position, out, max_positions, blockIdx.x,
-                                     blockIdx.y);
+                                      blockIdx.y, shared);
 }
 
 // Prompt attention: one block of 256 threads per (head, sequence) over a prompt of
@@ -645,6 +658,7 @@ struct FusedAttention {
 __device__ void gemv_attend_if_last(const FusedAttention& a, const bf16* qkv, int column0, int columns,
                                     int sequences) {
   __shared__ int last;
+  __shared__ AttendShared<256> shared;  // for either block size
   const int head = (column0 % D_MODEL) / HEAD_DIM;
   __threadfence();  // this block's columns of q, k or v are seen before its count
   __syncthreads();
@@ -655,9 +669,9 @@ __device__ void gemv_attend_if_last(const FusedAttention& a, const bf16* qkv, in
   if (threadIdx.x == 0) atomicExch(a.heads_done + head, 0u);
   for (int s = 0; s < sequences; ++s) {
     if (blockDim.x == 256)
-      attend<false, 256, true>(qkv, a.key_cache, a.value_cache, a.position, a.out, a.max_positions, head, s);
+      attend<false, 256, true>(qkv, a.key_cache, a.value_cache, a.position, a.out, a.max_positions, head, s, shared);
     else
-      attend<false, 128, true>(qkv, a.key_cache, a.value_cache, a.position, a.out, a.max_positions, head, s);
+      attend<false, 128, true>(qkv, a.key_cache, a.value_cache, a.position, a.out, a.max_positions, head, s, shared);
   }
 }
 
@@ -910,9 +924,10 @@ std::string float_literal(float value) {
 cudakit::CompiledProgram Kernels::compile_program(const Config& config, bool early_trigger,
                                                   cudakit::CompileOptions options) {
   if (config.head_dim != 64 || config.d_model % 8 != 0 || config.d_model / 8 > 1024 || config.vocab % 8 != 0 ||
-      config.ffn % 8 != 0)
-    throw cudakit::InvalidArgument("decoder kernels: heads must be 64 wide, d_model a multiple of 8 up to 8192, and "
-                                   "the feed-forward width and the vocabulary multiples of 8");
+      config.ffn % 8 != 0 || config.max_positions < 1 || config.max_positions > Kernels::max_positions)
+    throw cudakit::InvalidArgument("decoder kernels: heads must be 64 wide, d_model a multiple of 8 up to 8192, "
+                                   "the feed-forward width and the vocabulary multiples of 8, and max_positions 1 to " +
+                                   std::to_string(Kernels::max_positions));
   options.defines = {"D_MODEL=" + std::to_string(config.d_model), "N_HEADS=" + std::to_string(config.heads),
                      "MAX_POSITIONS=" + std::to_string(config.max_positions),
                      "LAYER_NORM_EPS=" + float_literal(config.layer_norm_eps),

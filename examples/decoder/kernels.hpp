@@ -69,6 +69,9 @@ struct Kernels {
   using StreamRead = void(const bf16*, long long, unsigned*);
 
   static constexpr unsigned attention_threads = 256;
+  /// The most positions the kernels take: a decode attention keeps a step's scores in its
+  /// block's static shared memory (48 KiB, with the fused QKV GEMV's own beside them).
+  static constexpr int max_positions = 8192;
   static constexpr unsigned argmax_threads = 256;
 
   cudakit::Module module;
@@ -216,7 +219,8 @@ struct Kernels {
 
   /// Compiles for `device` and loads. InvalidArgument for a shape the kernels do not
   /// cover (heads other than 64 wide, d_model not a multiple of 8 or above 8192, a
-  /// vocabulary not a multiple of 8); CompileError, CompilerUnavailable from NVRTC.
+  /// vocabulary or feed-forward width not a multiple of 8, more than max_positions
+  /// positions); CompileError, CompilerUnavailable from NVRTC.
   static Kernels compile(const cudakit::Device& device, const Config& config);
 
   /// The kernels' program compiled for `options.arch` (and its other options), with the

@@ -192,6 +192,16 @@ TEST(DecoderKernels, TheAttentionIsFusedIntoTheQkvGemvAtOneRowInBlocksOfItsThrea
   EXPECT_FALSE(k.takes_fused_attention(1, 1024));
 }
 
+// The longest context the kernels take compiles: every decode attention's scores, the
+// fused QKV GEMVs' beside the GEMV's own sums, fit the static shared memory.
+TEST(DecoderKernels, TheLongestContextTheyTakeCompiles) {
+  SKIP_WITHOUT_NVRTC();
+  decoder::Config long_context;
+  long_context.max_positions = decoder::Kernels::max_positions;
+  auto program = decoder::Kernels::compile_program(long_context, true, {.arch = "sm_90", .use_cache = false});
+  EXPECT_GT(program.image().size(), 1000u);
+}
+
 TEST(DecoderKernels, AShapeTheKernelsDoNotCoverIsRefusedBeforeCompiling) {
   decoder::Config odd;
   odd.d_model = 1020;
@@ -199,6 +209,9 @@ TEST(DecoderKernels, AShapeTheKernelsDoNotCoverIsRefusedBeforeCompiling) {
   decoder::Config wide_heads;
   wide_heads.head_dim = 128;
   EXPECT_THROW(decoder::Kernels::compile_program(wide_heads, true, {.arch = "sm_90"}), cudakit::InvalidArgument);
+  decoder::Config long_context;
+  long_context.max_positions = decoder::Kernels::max_positions + 1;
+  EXPECT_THROW(decoder::Kernels::compile_program(long_context, true, {.arch = "sm_90"}), cudakit::InvalidArgument);
 }
 
 }  // namespace
