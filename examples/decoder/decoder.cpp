@@ -179,6 +179,7 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
     cudakit::launch(stream, rows > 16 ? k.gemv_bias_wide : k.gemv_bias, k.dependent(g.config), in, gamma, beta, weight,
                     bias, residual, out, rows, n_out, k_in, g.slice, g.groups, gelu ? 1 : 0);
   };
+  const Kernels::GemvLaunch qkv_launch = k.qkv_launch(rows, c.d_model);
   for (int l = 0; l < c.layers; ++l) {
     const LayerWeights& w = model_.layer(l);
     auto keys = layer_cache(key_cache_, l), values = layer_cache(value_cache_, l);
@@ -186,7 +187,7 @@ void Session::enqueue_forward(cudakit::StreamRef stream, int batch, int length) 
       // ln1 is fused into the QKV GEMV (layer 0's with the embedding, which it writes to
       // x), ln2 into the up-projection; the attention into the QKV GEMV where it takes it.
       const cudakit::DeviceSpan<const bf16> xs(x);
-      const Kernels::GemvLaunch g = k.qkv_launch(rows, c.d_model);
+      const Kernels::GemvLaunch& g = qkv_launch;
       if (fused_attention && l == 0) {
         cudakit::launch(stream, k.gemv_embed_attend, k.dependent(g.config), input, position, model_.embed(),
                         model_.position(), w.ln1_weight, w.ln1_bias, w.qkv_weight, w.qkv_bias, x, qkv, rows,

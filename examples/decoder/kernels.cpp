@@ -115,8 +115,19 @@ __device__ uint4 layer_norm_row(const float* x, const bf16* gamma, const bf16* b
   return pack8(y);
 }
 
-// x = token_embedding[token] + position_embedding[position] (rounded to bf16, as a bf16
-// add does), and its layer norm. One block per row; row r is token r of its sequence
+// Word c (8 values) of token_embedding[token] + position_embedding[at], rounded to bf16
+// as a bf16 add does.
+__device__ __forceinline__ uint4 embedding_word(const bf16* token_embedding, const bf16* position_embedding,
+                                                long long token, long long at, int c) {
+  float e[8], p[8];
+  unpack8(reinterpret_cast<const uint4*>(token_embedding + token * D_MODEL)[c], e);
+  unpack8(reinterpret_cast<const uint4*>(position_embedding + at * D_MODEL)[c], p);
+  for (int i = 0; i < 8; ++i) e[i] += p[i];
+  return pack8(e);
+}
+
+// x = token_embedding[token] + position_embedding[position] (embedding_word), and its
+// layer norm. One block per row; row r is token r of its sequence
 // when rows_per_sequence > 1 (a prompt), at position *position + r % rows_per_sequence.
 extern "C" __global__ void embed_layer_norm(const int* tokens, const int* position, const bf16* token_embedding,
                                             const bf16* position_embedding, const bf16* gamma, const bf16* beta,
@@ -126,11 +137,10 @@ extern "C" __global__ void embed_layer_norm(const int* tokens, const int* positi
   const int row = blockIdx.x;
   const long long token = tokens[row];
   const long long at = *position + row % rows_per_sequence;
-  float e[8], p[8], v[8];
-  unpack8(reinterpret_cast<const uint4*>(token_embedding + token * D_MODEL)[threadIdx.x], e);
-  unpack8(reinterpret_cast<const uint4*>(position_embedding + at * D_MODEL)[threadIdx.x], p);
-  for (int i = 0; i < 8; ++i) v[i] = bf16_to_float(float_to_bf16(e[i] + p[i]));
-  reinterpret_cast<uint4*>(x + (long long)row * D_MODEL)[threadIdx.x] = pack8(v);
+  const uint4 word = embedding_word(token_embedding, position_embedding, token, at, threadIdx.x);
+  float v[8];
+  unpack8(word, v);
+  reinterpret_cast<uint4*>(x + (long long)row * D_MODEL)[threadIdx.x] = word;
   reinterpret_cast<uint4*>(normed + (long long)row * D_MODEL)[threadIdx.x] = layer_norm_row(v, gamma, beta);
 }
 
@@ -559,8 +569,7 @@ struct GemvRows {
   bf16* embedded;                   // block 0 writes the embedded rows here: the residual stream
 };
 
-// Stages a decode step's embedded rows whole (k = D_MODEL): x = token_embedding[token] +
-// position_embedding[position], rounded to bf16 as embed_layer_norm rounds it, between two
+// Stages a decode step's embedded rows whole (k = D_MODEL, embedding_word), between two
 // barriers as gemv_stage_slice. Block 0 also writes them to rows.embedded, which the later
 // GEMMs of the step add to.
 __device__ void gemv_stage_embeddings(const GemvRows& rows_in, uint4* staged, int stride, int rows, int words) {
@@ -568,16 +577,25 @@ __device__ void gemv_stage_embeddings(const GemvRows& rows_in, uint4* staged, in
   const long long at = *rows_in.position;
   for (int i = threadIdx.x; i < rows * words; i += blockDim.x) {
     const int r = i / words, c = i % words;
-    const long long token = rows_in.tokens[r];
-    float e[8], p[8];
-    unpack8(reinterpret_cast<const uint4*>(rows_in.token_embedding + token * D_MODEL)[c], e);
-    unpack8(reinterpret_cast<const uint4*>(rows_in.position_embedding + at * D_MODEL)[c], p);
-    for (int j = 0; j < 8; ++j) e[j] += p[j];
-    const uint4 y = pack8(e);
+    const uint4 y = embedding_word(rows_in.token_embedding, rows_in.position_embedding, rows_in.tokens[r], at, c);
     staged[r * stride + c] = y;
     if (blockIdx.x == 0) reinterpret_cast<uint4*>(rows_in.embedded)[r * words + c] = y;
   }
   __syncthreads();
+}
+
+// Counts this block done on *count (after a barrier: every thread's writes that others
+// need were fenced by the thread that made them) and tells every thread of the block
+// whether it was the last of `blocks`; the last then fences, so that the other blocks'
+// writes are seen after their counts. No block waits for another.
+template <typename Count>
+__device__ bool counted_last(Count* count, Count blocks) {
+  __shared__ int last;
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(count, Count(1)) == blocks - 1;
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
 }
 
 // The greedy choice fused into the LM head's GEMV (gemv_logits): what argmax_tokens does,
@@ -607,7 +625,6 @@ __device__ __forceinline__ unsigned long long greedy_key(float v, int column) {
 // The last block to count itself done then reads and resets the keys, writes the tokens,
 // resets the count and advances the position.
 __device__ void gemv_choose(const GreedyChoice& choice, const unsigned long long* keys, int rows, int columns) {
-  __shared__ int last;
   const int tid = threadIdx.x;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -621,15 +638,11 @@ __device__ void gemv_choose(const GreedyChoice& choice, const unsigned long long
       unsigned long long* best = choice.state + o / columns;
       if (key > *reinterpret_cast<volatile unsigned long long*>(best)) {
         atomicMax(best, key);
-        __threadfence();  // the offer is seen before the block's count, which follows the barrier
+        __threadfence();  // the offer is seen before the block's count
       }
     }
   }
-  __syncthreads();
-  if (tid == 0) last = atomicAdd(choice.state + GEMV_MAX_ROWS, 1ull) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // every block's offers are seen after its count
+  if (!counted_last(choice.state + GEMV_MAX_ROWS, (unsigned long long)gridDim.x)) return;
   if (tid < rows) {
     const unsigned long long key = atomicExch(choice.state + tid, 0ull);
     choice.next_tokens[tid] = key == 0ull ? 0 : (int)~(unsigned)key;
@@ -657,15 +670,10 @@ struct FusedAttention {
 
 __device__ void gemv_attend_if_last(const FusedAttention& a, const bf16* qkv, int column0, int columns,
                                     int sequences) {
-  __shared__ int last;
   __shared__ AttendShared<256> shared;  // for either block size
   const int head = (column0 % D_MODEL) / HEAD_DIM;
   __threadfence();  // this block's columns of q, k or v are seen before its count
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(a.heads_done + head, 1u) == 3u * HEAD_DIM / columns - 1u;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // and the head's other blocks' columns after theirs
+  if (!counted_last(a.heads_done + head, 3u * HEAD_DIM / columns)) return;
   if (threadIdx.x == 0) atomicExch(a.heads_done + head, 0u);
   for (int s = 0; s < sequences; ++s) {
     if (blockDim.x == 256)
@@ -912,6 +920,12 @@ extern "C" __global__ void stream_read(const bf16* values, long long words, unsi
 }
 )kernels";
 
+// The value of an environment switch, empty when unset.
+std::string switch_value(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
 // A float as a C++ literal that reads back as the same float.
 std::string float_literal(float value) {
   char text[32];
@@ -941,8 +955,7 @@ cudakit::CompiledProgram Kernels::compile_program(const Config& config, bool ear
 Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   // Early triggers (see the source's comment): CUDAKIT_DECODER_EARLY_TRIGGER=0 keeps the
   // dependents' launch at each kernel's end, for comparison.
-  const char* early = std::getenv("CUDAKIT_DECODER_EARLY_TRIGGER");
-  const bool early_trigger = !(early != nullptr && std::string(early) == "0");
+  const bool early_trigger = switch_value("CUDAKIT_DECODER_EARLY_TRIGGER") != "0";
   cudakit::CompileOptions options;
   options.arch = device.compute_capability().arch();
   cudakit::CompiledProgram program = compile_program(config, early_trigger, options);
@@ -969,26 +982,22 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   k.gemv_embed_attend = k.module.kernel<GemvEmbedAttend>("gemv_embed_attend");
   // CUDAKIT_DECODER_FUSED_ATTENTION=0 keeps the attention kernel of its own, =256 runs the
   // fused attention in QKV GEMV blocks of 256 threads, for comparison.
-  const char* fused = std::getenv("CUDAKIT_DECODER_FUSED_ATTENTION");
-  const std::string fused_switch = fused != nullptr ? fused : "";
+  const std::string fused_switch = switch_value("CUDAKIT_DECODER_FUSED_ATTENTION");
   k.fused_attention_threads = fused_switch == "0" ? 0 : fused_switch == "256" ? 256 : 128;
   // The weight-streaming GEMV for decode steps of few sequences (Kernels::gemv_rows), with
   // the layer norms fused into it; its mma needs compute capability 8.0.
   // CUDAKIT_DECODER_GEMV=0 keeps cuBLASLt, for comparison; =1 takes the GEMV at every row
   // count its kernels hold.
-  const char* gemv = std::getenv("CUDAKIT_DECODER_GEMV");
-  const std::string gemv_switch = gemv != nullptr ? gemv : "";
+  const std::string gemv_switch = switch_value("CUDAKIT_DECODER_GEMV");
   k.small_batch_gemv = device.compute_capability().major >= 8 && gemv_switch != "0";
   k.gemv_rows = gemv_switch == "1" ? gemv_max_rows : default_gemv_rows;
   // CUDAKIT_DECODER_GEMV_GROUPS=1, 2 or 4 caps a GEMV block's column groups at every row
   // count (gemv_groups), for comparison.
-  const char* groups = std::getenv("CUDAKIT_DECODER_GEMV_GROUPS");
-  const std::string groups_switch = groups != nullptr ? groups : "";
+  const std::string groups_switch = switch_value("CUDAKIT_DECODER_GEMV_GROUPS");
   if (groups_switch == "1" || groups_switch == "2" || groups_switch == "4") k.gemv_groups_cap = std::stoi(groups_switch);
   // Programmatic dependent launch needs compute capability 9.0; CUDAKIT_DECODER_PDL=0
   // keeps the plain launches, for comparison.
-  const char* pdl = std::getenv("CUDAKIT_DECODER_PDL");
-  k.programmatic = device.compute_capability().major >= 9 && !(pdl != nullptr && std::string(pdl) == "0");
+  k.programmatic = device.compute_capability().major >= 9 && switch_value("CUDAKIT_DECODER_PDL") != "0";
   return k;
 }
 
