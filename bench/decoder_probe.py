@@ -26,7 +26,7 @@ SETTINGS = {
     "gemv": {"CUDAKIT_DECODER_GEMV": "1", "CUDAKIT_DECODER_EARLY_TRIGGER": "1"},
     "gemv-late": {"CUDAKIT_DECODER_GEMV": "1", "CUDAKIT_DECODER_EARLY_TRIGGER": "0"},
     "gemv-no-pdl": {"CUDAKIT_DECODER_GEMV": "1", "CUDAKIT_DECODER_PDL": "0"},
-    "gemv-unfused": {"CUDAKIT_DECODER_GEMV": "1", "CUDAKIT_DECODER_FUSED_ATTENTION": "0"},
+    "gemv-fused": {"CUDAKIT_DECODER_GEMV": "1", "CUDAKIT_DECODER_FUSED_ATTENTION": "1"},
     "gemv-fused256": {"CUDAKIT_DECODER_GEMV": "1", "CUDAKIT_DECODER_FUSED_ATTENTION": "256"},
     # A GEMV block's column groups capped at 1, 2 or 4 at every batch (Kernels::gemv_groups).
     "gemv-g1": {"CUDAKIT_DECODER_GEMV": "1", "CUDAKIT_DECODER_GEMV_GROUPS": "1"},

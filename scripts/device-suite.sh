@@ -273,7 +273,7 @@ if [ -n "${only[probe]:-}" ] && [ -x "$bundle/examples/decoder" ]; then
   start=$(date +%s)
   timeout "${PROBE_TIMEOUT:-560}" python3 bench/decoder_probe.py --decoder "$bundle/examples/decoder" \
     --out "$out/probe" --batches "${PROBE_BATCHES:-1,8,32}" \
-    --settings "${PROBE_SETTINGS:-gemv,gemv-unfused,gemv-g1,gemv-g4,lt}" \
+    --settings "${PROBE_SETTINGS:-gemv,gemv-fused,gemv-g1,gemv-g4,lt}" \
     >"$logs/probe.txt" 2>&1
   rc=$?
   [ $rc -ne 0 ] && status=1

@@ -23,16 +23,17 @@
 //   argmax_tokens                          tokens = argmax(logits); position += 1
 // The decoder's own kernels are programmatic dependents of the kernel before them on
 // compute capability 9.0+ (Kernels::programmatic; CUDAKIT_DECODER_PDL=0 turns it off).
-// Unless CUDAKIT_DECODER_GEMV=0, a decode step of one sequence runs its GEMMs
+// Unless CUDAKIT_DECODER_GEMV=0, a decode step of up to 8 sequences runs its GEMMs
 // through the weight-streaming GEMV kernels (tensor cores) with ln1 and ln2 fused in
-// (4 GEMVs and the attention a layer instead of 7 kernels or more): gemv_embed takes the
+// (4 GEMVs and the attention a layer instead of 7 kernels or more; Kernels::default_gemv_rows): gemv_embed takes the
 // embedding as well (no embed_layer_norm), and gemv_logits the final norm, the LM head
 // and the greedy choice (no argmax_tokens), so every kernel of the step is the decoder's
 // own and a programmatic dependent (Kernels::small_batch_gemv; CUDAKIT_DECODER_GEMV=1
-// takes it up to 32 sequences). At one sequence the QKV GEMV also runs the layer's
-// attention in the last of each head's blocks (gemv_qkv_attend, gemv_embed_attend;
-// CUDAKIT_DECODER_FUSED_ATTENTION=0 keeps decode_attention). 59 kernels a step on the
-// cuBLASLt path, 41 on the GEMV path, 33 with the attention fused; none takes a
+// takes it up to 32 sequences). With CUDAKIT_DECODER_FUSED_ATTENTION=1 the QKV GEMV of a
+// one-sequence step also runs the layer's attention in the last of each head's blocks
+// (gemv_qkv_attend, gemv_embed_attend), slower on the H200 than decode_attention
+// (Kernels::fused_attention_threads). 59 kernels a step on the cuBLASLt path, 41 on the
+// GEMV path, 33 with the attention fused; none takes a
 // per-step value as an argument: the tokens and the
 // position live in device memory (the position a DeviceValue the step advances itself),
 // so the graph of a batch size is captured once and replayed as it is at every step.

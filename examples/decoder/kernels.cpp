@@ -980,10 +980,11 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   k.gemv_embed_wide = k.module.kernel<GemvEmbed>("gemv_embed_wide");
   k.gemv_qkv_attend = k.module.kernel<GemvQkvAttend>("gemv_qkv_attend");
   k.gemv_embed_attend = k.module.kernel<GemvEmbedAttend>("gemv_embed_attend");
-  // CUDAKIT_DECODER_FUSED_ATTENTION=0 keeps the attention kernel of its own, =256 runs the
-  // fused attention in QKV GEMV blocks of 256 threads, for comparison.
+  // CUDAKIT_DECODER_FUSED_ATTENTION=1 runs the attention of a one-sequence step inside
+  // the QKV GEMV's blocks of 128 threads, =256 in blocks of 256, for comparison
+  // (fused_attention_threads says why the attention keeps its own kernel by default).
   const std::string fused_switch = switch_value("CUDAKIT_DECODER_FUSED_ATTENTION");
-  k.fused_attention_threads = fused_switch == "0" ? 0 : fused_switch == "256" ? 256 : 128;
+  k.fused_attention_threads = fused_switch == "1" ? 128 : fused_switch == "256" ? 256 : 0;
   // The weight-streaming GEMV for decode steps of few sequences (Kernels::gemv_rows), with
   // the layer norms fused into it; its mma needs compute capability 8.0.
   // CUDAKIT_DECODER_GEMV=0 keeps cuBLASLt, for comparison; =1 takes the GEMV at every row

@@ -97,10 +97,14 @@ struct Kernels {
   cudakit::Kernel<GemvQkvAttend> gemv_qkv_attend;
   cudakit::Kernel<GemvEmbedAttend> gemv_embed_attend;
   /// The threads of a QKV GEMV block that runs the attention inside it (takes_fused_attention):
-  /// 128 (one group of 8 columns a block), 256 with CUDAKIT_DECODER_FUSED_ATTENTION=256
-  /// (two groups: the attention's passes over the cache hold twice the positions), 0 with
-  /// CUDAKIT_DECODER_FUSED_ATTENTION=0 (the attention kernel of its own).
-  int fused_attention_threads = 128;
+  /// 0 by default (the attention kernel of its own), 128 with CUDAKIT_DECODER_FUSED_ATTENTION=1
+  /// (one group of 8 columns a block), 256 with =256 (two groups: the attention's passes
+  /// over the cache hold twice the positions). On the H200 at one sequence (device-side
+  /// loop, step p50) the fused attention cost more than the kernel it saves: 229.6 µs at
+  /// 128 threads, 212.0 at 256, 206.2 in a kernel of its own. The head's last block runs
+  /// its attention alone, after the head's other blocks have finished, and the next
+  /// kernel waits for it; the attention kernel spreads the same work over the machine.
+  int fused_attention_threads = 0;
   /// Whether decode steps of at most gemv_rows sequences use gemv_bias, with the layer
   /// norms fused into it, instead of cuBLASLt and the layer_norm kernels, and gemv_logits
   /// for the LM head instead of cuBLAS (unless CUDAKIT_DECODER_GEMV=0).
@@ -108,14 +112,13 @@ struct Kernels {
   static constexpr int gemv_max_rows = 32;  // what the kernels hold (two tiles of the mma's 16 rows)
   /// The words of gemv_logits' greedy-choice state: a key per row, then a count of blocks.
   static constexpr int gemv_choice_words = gemv_max_rows + 1;
-  /// The rows up to which decode steps take the GEMV path by default. On the H200 (graph
-  /// cache, step p50, 43 kernels a step and one group of 8 columns a block): 1 row 202 µs
-  /// against cuBLASLt's 275, 8 rows 369 against 298, 16 rows 482 against 324, 32 rows 925
-  /// against 344. Its mma costs nothing per row; what grew with the rows was each block's
-  /// staging of all of x's rows from L2 after its wait (8 output columns a block: 224 MiB
-  /// of L2 reads a step at 8 rows, as much as the weights), the likely cost per row, which
-  /// the column groups (gemv_groups) cut; the defaults follow the next measurement.
-  static constexpr int default_gemv_rows = 1;
+  /// The rows up to which decode steps take the GEMV path by default. On the H200
+  /// (device-side loop, step p50, column groups by default_gemv_groups or as named):
+  /// 1 row 206 µs against cuBLASLt's 280, 2 rows 212 against 285, 4 rows 235 against 303,
+  /// 8 rows 272 against 288 (4 groups), 16 rows 339 (4 groups) against 315, 32 rows 548
+  /// against 333. Its mma costs nothing per row; what grows with the rows is each block's
+  /// staging of all of x's rows from L2 after its wait, which the column groups cut.
+  static constexpr int default_gemv_rows = 8;
   static_assert(default_gemv_rows <= gemv_max_rows, "the GEMV kernels hold at most gemv_max_rows rows");
   /// The rows up to which decode steps take the GEMV path: default_gemv_rows, or every
   /// row count the kernels hold with CUDAKIT_DECODER_GEMV=1.
@@ -134,12 +137,14 @@ struct Kernels {
   };
 
   /// The most groups of 8 output columns a GEMV block computes from one staging of x
-  /// (gemv_groups): 1 up to 2 rows, 2 up to 8, 4 above. Each block stages all of x's
+  /// (gemv_groups): 1 at 1 row, 2 up to 4 rows, 4 above. Each block stages all of x's
   /// rows from L2, so at 8 columns a block and 8 rows the staging reads as many bytes
   /// as the weights, on every kernel's critical path; 4 groups read a quarter of that.
   /// One row's x is small, and one group keeps a block at 4 warps (more blocks per
-  /// multiprocessor beside the kernel before).
-  static int default_gemv_groups(int rows) { return rows <= 2 ? 1 : rows <= 8 ? 2 : 4; }
+  /// multiprocessor beside the kernel before). On the H200 (device-side loop, step p50,
+  /// µs for 1, 2 and 4 groups): 1 row 229.5, -, 245.8; 2 rows 228.0, 211.6, 217.3; 4 rows
+  /// 271.7, 235.4, 235.3; 8 rows 367.8, 290.3, 271.8; 16 rows 515.2, 400.7, 338.5.
+  static int default_gemv_groups(int rows) { return rows <= 1 ? 1 : rows <= 4 ? 2 : 4; }
   /// The cap on a block's column groups: default_gemv_groups, or 1, 2 or 4 for every row
   /// count with CUDAKIT_DECODER_GEMV_GROUPS, for comparison.
   int gemv_groups_cap = 0;  // 0: default_gemv_groups

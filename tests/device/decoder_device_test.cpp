@@ -158,12 +158,12 @@ int expect_paths_agree(const Trace& lt, const Trace& gemv, int batch, int steps,
 // Kernels::default_gemv_rows sequences, for every row count its kernels hold with
 // CUDAKIT_DECODER_GEMV=1; CUDAKIT_DECODER_GEMV=0 turns it off: the GEMMs on the
 // tensor cores with the embedding and the layer norms fused in, the LM head with the
-// final norm and the greedy choice, and at one sequence the attention inside the QKV
-// GEMV) computes what the cuBLASLt path computes, up to the order of the sums
-// (expect_paths_agree). At 1 sequence (one group of 8 columns a block, the attention
-// fused, and again with it in its own kernel), at 5 (rows that fill part of the mma's
-// first 8; 2 groups), at 16 (all of its rows; 4 groups) and at 32 (two tiles of rows, 4
-// groups, and x of the 4096-wide down-projection staged in two slices).
+// final norm and the greedy choice) computes what the cuBLASLt path computes, up to the
+// order of the sums (expect_paths_agree). At 1 sequence (one group of 8 columns a block,
+// and again with the attention inside the QKV GEMV, CUDAKIT_DECODER_FUSED_ATTENTION=1),
+// at 2 (2 groups), at 5 (rows that fill part of the mma's first 8; 4 groups), at 16 (all
+// of its rows; 4 groups) and at 32 (two tiles of rows, 4 groups, and x of the 4096-wide
+// down-projection staged in two slices).
 TEST_F(DecoderTest, TheSmallBatchGemvPathMatchesTheCublasLtPath) {
   cudakit::Stream stream(device());
   const decoder::Config config{.layers = 2, .d_model = 256, .heads = 4, .head_dim = 64, .ffn = 4096, .vocab = 4096,
@@ -175,16 +175,16 @@ TEST_F(DecoderTest, TheSmallBatchGemvPathMatchesTheCublasLtPath) {
   const decoder::Model lt_model(weights, stream);
   ::setenv("CUDAKIT_DECODER_GEMV", "1", 1);
   const decoder::Model gemv_model(weights, stream);
-  ::setenv("CUDAKIT_DECODER_FUSED_ATTENTION", "0", 1);
-  const decoder::Model unfused_model(weights, stream);
+  ::setenv("CUDAKIT_DECODER_FUSED_ATTENTION", "1", 1);
+  const decoder::Model fused_model(weights, stream);
   ::unsetenv("CUDAKIT_DECODER_FUSED_ATTENTION");
   ::unsetenv("CUDAKIT_DECODER_GEMV");
   ASSERT_TRUE(gemv_model.kernels().small_batch_gemv);
   ASSERT_FALSE(lt_model.kernels().small_batch_gemv);
-  ASSERT_TRUE(gemv_model.kernels().takes_fused_attention(1, config.d_model));
-  ASSERT_FALSE(unfused_model.kernels().takes_fused_attention(1, config.d_model));
+  ASSERT_FALSE(gemv_model.kernels().takes_fused_attention(1, config.d_model));
+  ASSERT_TRUE(fused_model.kernels().takes_fused_attention(1, config.d_model));
   const std::size_t d = static_cast<std::size_t>(config.d_model);
-  for (int batch : {1, 5, 16, 32}) {
+  for (int batch : {1, 2, 5, 16, 32}) {
     ASSERT_TRUE(gemv_model.kernels().takes_gemv(batch, config.d_model, config.ffn)) << batch;
     const Trace lt = run(lt_model, stream, inputs, steps, StepMode::cached, nullptr, batch);
     const Trace gemv = run(gemv_model, stream, inputs, steps, StepMode::cached, nullptr, batch);
@@ -192,9 +192,9 @@ TEST_F(DecoderTest, TheSmallBatchGemvPathMatchesTheCublasLtPath) {
     RecordProperty("points_compared_at_batch_" + std::to_string(batch), compared);
     EXPECT_EQ(gemv.position, inputs.prompt_length + steps);
     if (batch == 1) {
-      const Trace unfused = run(unfused_model, stream, inputs, steps, StepMode::cached, nullptr, batch);
-      expect_paths_agree(lt, unfused, batch, steps, d, "batch 1, the attention in its own kernel");
-      EXPECT_EQ(unfused.position, inputs.prompt_length + steps);
+      const Trace fused = run(fused_model, stream, inputs, steps, StepMode::cached, nullptr, batch);
+      expect_paths_agree(lt, fused, batch, steps, d, "batch 1, the attention inside the QKV GEMV");
+      EXPECT_EQ(fused.position, inputs.prompt_length + steps);
     }
   }
 }

@@ -149,8 +149,8 @@ TEST(DecoderKernels, AGemvBlockComputesMoreColumnGroupsAtMoreRows) {
   struct Case {
     int rows, n_out, k_in, groups, warps, slice;
   };
-  for (const Case c : {Case{1, 3072, 1024, 1, 4, 128}, Case{2, 16384, 1024, 1, 4, 128}, Case{5, 3072, 1024, 2, 8, 128},
-                       Case{8, 4096, 1024, 2, 8, 128}, Case{16, 1024, 1024, 4, 16, 128},
+  for (const Case c : {Case{1, 3072, 1024, 1, 4, 128}, Case{2, 16384, 1024, 2, 8, 128}, Case{5, 3072, 1024, 4, 16, 128},
+                       Case{4, 4096, 1024, 2, 8, 128}, Case{8, 4096, 1024, 4, 16, 128}, Case{16, 1024, 1024, 4, 16, 128},
                        Case{32, 16384, 1024, 4, 16, 128}, Case{8, 1024, 4096, 1, 16, 512},
                        Case{32, 1024, 4096, 1, 13, 416}, Case{16, 8, 1024, 1, 4, 128}}) {
     const decoder::Kernels::GemvLaunch g = k.gemv_launch(c.rows, c.n_out, c.k_in);
@@ -171,10 +171,12 @@ TEST(DecoderKernels, AGemvBlockComputesMoreColumnGroupsAtMoreRows) {
 
 // The attention rides in the QKV GEMV at one row where that GEMV's block is the fused
 // attention's 128 threads (or 256: two groups of columns at widths up to 1024), and not
-// when switched off.
+// by default.
 TEST(DecoderKernels, TheAttentionIsFusedIntoTheQkvGemvAtOneRowInBlocksOfItsThreads) {
   decoder::Kernels k;
   k.shared_memory_optin = 227 * 1024;
+  EXPECT_FALSE(k.takes_fused_attention(1, 1024)) << "the attention keeps its own kernel by default";
+  k.fused_attention_threads = 128;
   EXPECT_TRUE(k.takes_fused_attention(1, 1024));
   EXPECT_TRUE(k.takes_fused_attention(1, 256));
   EXPECT_EQ(k.qkv_launch(1, 1024).config.block.x, 128u);
