@@ -132,6 +132,9 @@ def bandwidth_lines(results, batches):
         return []
     lines = [f"  streaming floor: {floor['bytes'] / 2**20:.0f} MiB in {floor['us']:.1f} us "
              f"({floor['bytes'] / floor['us'] / 1e6:.2f} TB/s)"]
+    chain = c.get("kernel_chain_floor")
+    if chain:
+        lines.append(f"  kernel-chain floor: the same reads in {chain['kernels']} dependent kernels, {chain['us']:.1f} us")
     for b in batches:
         for name in ("graph_cache", "graph_loop"):
             a = arm(results, "cudakit", name, b)

@@ -53,11 +53,13 @@ def rows_of(setting, result):
     return out
 
 
-def table(rows, floor):
+def table(rows, floor, chain=None):
     lines = []
     if floor:
         lines.append(f"streaming floor: {floor['bytes'] / 2**20:.0f} MiB in {floor['us']:.1f} us "
                      f"({floor['bytes'] / floor['us'] / 1e6:.2f} TB/s)")
+    if chain:
+        lines.append(f"kernel-chain floor: the same reads in {chain['kernels']} dependent kernels, {chain['us']:.1f} us")
     lines.append(f"{'setting':<12} {'arm':<12} {'batch':>5} {'tokens/s':>10} {'step p50 us':>12} {'p99 us':>8} "
                  f"{'of floor':>8}")
     for r in sorted(rows, key=lambda r: (r["batch"], r["arm"], r["setting"])):
@@ -127,7 +129,7 @@ def main():
         ap.error(f"unknown settings {unknown}; known: {', '.join(SETTINGS)}")
     os.makedirs(a.out, exist_ok=True)
     data = os.path.join(a.out, "data")
-    rows, floor, failed = [], None, []
+    rows, floor, chain, failed = [], None, None, []
     with open(os.path.join(a.out, "probe.log"), "a") as log:
         if subprocess.run([a.decoder, "write-inputs", data], stdout=log, stderr=subprocess.STDOUT).returncode != 0:
             print("decoder_probe: FAILED: decoder write-inputs")
@@ -138,12 +140,14 @@ def main():
                 failed.append(f"{setting} (exit {rc})")
             if result is not None:
                 floor = floor or result.get("streaming_floor")
+                chain = chain or result.get("kernel_chain_floor")
                 rows += rows_of(setting, result)
-    text = table(rows, floor)
+    text = table(rows, floor, chain)
     if failed:
         text += "\nFAILED: " + ", ".join(failed) + " (probe.log)"
     with open(os.path.join(a.out, "probe.json"), "w") as f:
-        json.dump({"settings": {s: SETTINGS[s] for s in settings}, "streaming_floor": floor, "rows": rows,
+        json.dump({"settings": {s: SETTINGS[s] for s in settings}, "streaming_floor": floor,
+                   "kernel_chain_floor": chain, "rows": rows,
                    "failed": failed}, f, indent=1)
     with open(os.path.join(a.out, "probe.txt"), "w") as f:
         f.write(text + "\n")

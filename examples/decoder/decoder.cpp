@@ -1,7 +1,9 @@
 // The decoder's model and sessions on cudakit (decoder.hpp).
 #include "decoder.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -302,6 +304,38 @@ double Session::measure_streaming_floor_us(int repeats) {
   for (int i = 0; i < repeats; ++i)
     cudakit::launch(stream_, k.stream_read, cudakit::LaunchConfig{blocks, 512}, weights, words,
                     stream_sink_);
+  end.record(stream_);
+  end.synchronize();
+  return static_cast<double>(cudakit::elapsed_time(start, end).count()) * 1000.0 / repeats;
+}
+
+double Session::measure_kernel_chain_floor_us(int kernels, int repeats) {
+  if (kernels < 1 || repeats < 1)
+    throw cudakit::InvalidArgument("decoder session: the kernel-chain floor needs a kernel and a repeat");
+  const Kernels& k = model_.kernels();
+  cudakit::DeviceSpan<const bf16> weights = model_.weights();
+  const std::size_t words = weights.size_bytes() / 16, per_link = (words + kernels - 1) / kernels;
+  const std::size_t words_a_block = std::size_t{Kernels::chain_link_threads} * Kernels::chain_link_words_a_thread;
+  const int width = model_.config().d_model;
+  cudakit::DeviceBuffer<bf16> vectors(stream_, 2 * static_cast<std::size_t>(width), cudakit::zeroed);
+  std::optional<cudakit::Graph> chain = cudakit::capture(stream_, [&] {
+    for (int link = 0; link < kernels; ++link) {
+      const std::size_t first = std::min(words, link * per_link), count = std::min(per_link, words - first);
+      const auto blocks = static_cast<unsigned>(std::max<std::size_t>(1, (count + words_a_block - 1) / words_a_block));
+      bf16* in = vectors.data() + (link % 2) * width;
+      bf16* out = vectors.data() + ((link + 1) % 2) * width;
+      cudakit::launch(stream_, k.chain_link, k.dependent({blocks, Kernels::chain_link_threads}),
+                      weights.subspan(first * 8, count * 8), static_cast<long long>(count),
+                      static_cast<const bf16*>(in), out, width, stream_sink_);
+    }
+  });
+  if (!chain) throw cudakit::InvalidArgument("decoder session: the kernel-chain floor's capture was invalidated");
+  cudakit::GraphExec exec = chain->instantiate();
+  const cudakit::Device device = cudakit::Device::get(stream_.device_ordinal());
+  cudakit::Event start(device, cudakit::EventTiming::enabled), end(device, cudakit::EventTiming::enabled);
+  exec.launch(stream_);
+  start.record(stream_);
+  for (int i = 0; i < repeats; ++i) exec.launch(stream_);
   end.record(stream_);
   end.synchronize();
   return static_cast<double>(cudakit::elapsed_time(start, end).count()) * 1000.0 / repeats;

@@ -133,6 +133,12 @@ class Session {
   /// Microseconds one read of every weight a step reads takes with a plain streaming
   /// kernel (the memory roofline of a step), the mean of `repeats` reads.
   double measure_streaming_floor_us(int repeats = 20);
+  /// Microseconds a CUDA graph of `kernels` dependent kernels takes, each reading an
+  /// equal share of the weights before its wait and then the vector the kernel before
+  /// it wrote (programmatic dependents where Kernels::programmatic): the floor of a step
+  /// of that many kernels, its reads and its kernel boundaries and nothing else. The
+  /// mean of `repeats` replays.
+  double measure_kernel_chain_floor_us(int kernels, int repeats = 20);
 
   /// Copies the current tokens (the last step's greedy choice) into `out` (batch
   /// elements), waiting for them. Makes no heap allocation.

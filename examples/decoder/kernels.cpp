@@ -918,6 +918,37 @@ extern "C" __global__ void stream_read(const bf16* values, long long words, unsi
   }
   if (acc == 0x9e3779b9u && sink != nullptr) *sink = acc;
 }
+
+// One link of the kernel-chain floor (Session::measure_kernel_chain_floor_us): the least a
+// GEMV of the step can do. It loads its share of the weights as a GEMV does (every word in
+// flight before the wait, CHAIN_AHEAD a thread), lets its dependents launch, waits for the
+// link before it, reads the vector that link wrote (as a GEMV stages x) and writes the
+// next one (block 0). No arithmetic, no barrier, no reduction: a chain of these costs
+// what a step of as many kernels costs for its reads and its kernel boundaries alone.
+#define CHAIN_AHEAD 8
+extern "C" __global__ void chain_link(const bf16* weights, long long words, const bf16* in, bf16* out, int width,
+                                      unsigned* sink) {
+  const uint4* data = reinterpret_cast<const uint4*>(weights);
+  const long long first = (long long)blockIdx.x * blockDim.x * CHAIN_AHEAD + threadIdx.x;
+  uint4 ahead[CHAIN_AHEAD];
+#pragma unroll
+  for (int i = 0; i < CHAIN_AHEAD; ++i) {
+    const long long at = first + (long long)i * blockDim.x;
+    ahead[i] = at < words ? data[at] : make_uint4(0, 0, 0, 0);
+  }
+  LET_DEPENDENTS_LAUNCH();
+  cudakit::device::wait_for_predecessors();
+  const unsigned short* x = reinterpret_cast<const unsigned short*>(in);
+  unsigned acc = 0;
+  for (int c = threadIdx.x; c < width; c += blockDim.x) {
+    acc ^= x[c];
+    if (blockIdx.x == 0) reinterpret_cast<unsigned short*>(out)[c] = x[c] ^ 1u;
+  }
+#pragma unroll
+  for (int i = 0; i < CHAIN_AHEAD; ++i) acc ^= ahead[i].x ^ ahead[i].y ^ ahead[i].z ^ ahead[i].w;
+  cudakit::device::trigger_dependents();
+  if (acc == 0x9e3779b9u && sink != nullptr) *sink = acc;
+}
 )kernels";
 
 // The value of an environment switch, empty when unset.
@@ -972,6 +1003,7 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   k.argmax_tokens = k.module.kernel<ArgmaxTokens>("argmax_tokens");
   k.loop_control = k.module.kernel<LoopControl>("loop_control");
   k.stream_read = k.module.kernel<StreamRead>("stream_read");
+  k.chain_link = k.module.kernel<ChainLink>("chain_link");
   k.gemv_bias = k.module.kernel<GemvBias>("gemv_bias");
   k.gemv_logits = k.module.kernel<GemvLogits>("gemv_logits");
   k.gemv_bias_wide = k.module.kernel<GemvBias>("gemv_bias_wide");

@@ -67,6 +67,11 @@ struct Kernels {
                           int*, int*, unsigned long long*, int);
   /// (data, 16-byte words, sink): reads every word once, for the streaming floor.
   using StreamRead = void(const bf16*, long long, unsigned*);
+  /// (data, 16-byte words, in, out, width, sink): reads its words, then `in` after the
+  /// wait, and writes `out` (one link of the kernel-chain floor).
+  using ChainLink = void(const bf16*, long long, const bf16*, bf16*, int, unsigned*);
+  static constexpr unsigned chain_link_threads = 256;
+  static constexpr int chain_link_words_a_thread = 8;  // CHAIN_AHEAD
 
   static constexpr unsigned attention_threads = 256;
   /// The most positions the kernels take: a decode attention keeps a step's scores in its
@@ -87,6 +92,7 @@ struct Kernels {
   cudakit::Kernel<ArgmaxTokens> argmax_tokens;
   cudakit::Kernel<LoopControl> loop_control;
   cudakit::Kernel<StreamRead> stream_read;
+  cudakit::Kernel<ChainLink> chain_link;
   cudakit::Kernel<GemvBias> gemv_bias;
   cudakit::Kernel<GemvLogits> gemv_logits;
   cudakit::Kernel<GemvEmbed> gemv_embed;

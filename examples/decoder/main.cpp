@@ -273,6 +273,12 @@ int run(const RunOptions& o) {
     // The memory roofline of a step: its weights read once by a plain streaming kernel.
     const double floor_us = graph.measure_streaming_floor_us();
     result["streaming_floor"] = {{"bytes", model.weights().size_bytes()}, {"us", floor_us}};
+    // The floor of a step of as many kernels as the GEMV path's at one sequence (4 GEMVs
+    // and the attention a layer, and the LM head): the same reads in a chain of dependent
+    // kernels that do nothing else.
+    const int chain_kernels = 5 * c.layers + 1;
+    const double chain_us = graph.measure_kernel_chain_floor_us(chain_kernels);
+    result["kernel_chain_floor"] = {{"kernels", chain_kernels}, {"us", chain_us}};
     result["programmatic_dependent_launch"] = model.kernels().programmatic;
     result["small_batch_gemv"] = model.kernels().small_batch_gemv;
     result["early_trigger"] = model.kernels().early_trigger;
@@ -280,7 +286,8 @@ int run(const RunOptions& o) {
     result["gemv_groups_cap"] = model.kernels().gemv_groups_cap;  // 0: by the rows
     result["fused_attention_threads"] = model.kernels().fused_attention_threads;  // 0: its own kernel
     say("decoder: streaming floor: " + std::to_string(model.weights().size_bytes() >> 20) + " MiB in " +
-        std::to_string(floor_us) + " us");
+        std::to_string(floor_us) + " us; in a chain of " + std::to_string(chain_kernels) + " kernels " +
+        std::to_string(chain_us) + " us");
   }
   std::vector<cudakit::Stream> streams;
   std::vector<std::unique_ptr<Session>> sessions;

@@ -210,4 +210,22 @@ TEST_F(DecoderTest, EightGraphCacheStepsOfASmallDecoderEqualTheEagerSteps) {
       {.layers = 2, .d_model = 256, .heads = 4, .head_dim = 64, .ffn = 1024, .vocab = 4096, .max_positions = 256});
 }
 
+// The kernel-chain floor reads what the streaming floor reads, in a chain of dependent
+// kernels: it takes longer, more so with more kernels, and refuses a chain of none. Not a
+// timing test: only the order of the two floors, which the chain's kernel boundaries set.
+TEST_F(DecoderTest, TheKernelChainFloorLiesAboveTheStreamingFloor) {
+  cudakit::Stream stream(device());
+  const decoder::Config config{.layers = 2, .d_model = 256, .heads = 4, .head_dim = 64, .ffn = 4096, .vocab = 4096,
+                               .max_positions = 256};
+  const decoder::Model model(decoder::random_weights(config), stream);
+  Session session(model, stream, {1, 16});
+  const double streaming = session.measure_streaming_floor_us();
+  const double one = session.measure_kernel_chain_floor_us(1), many = session.measure_kernel_chain_floor_us(64);
+  EXPECT_GT(streaming, 0.0);
+  EXPECT_GT(one, 0.0);
+  EXPECT_GT(many, one) << "64 kernel boundaries cost more than none";
+  EXPECT_GT(many, streaming);
+  EXPECT_THROW(session.measure_kernel_chain_floor_us(0), cudakit::InvalidArgument);
+}
+
 }  // namespace
