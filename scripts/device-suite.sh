@@ -311,7 +311,11 @@ if want sanitize && command -v compute-sanitizer >/dev/null; then
   # of device memory (CUDA_ERROR_OUT_OF_MEMORY in 12 tests on an H200).
   jobs=${SANITIZE_JOBS:-4}
   limit=${SANITIZE_TIMEOUT:-300}
-  suites=$("$bundle/cudakit_device_tests" --gtest_list_tests --gtest_filter="$base_filter" | grep -E '^[A-Za-z][^ ]*\.$' | sed 's/\.$//' | grep -v Poison | grep -v Nccl)
+  # The suites with a test that runs (not the child entry points, all DISABLED_, that
+  # two-process tests start themselves).
+  suites=$("$bundle/cudakit_device_tests" --gtest_list_tests --gtest_filter="$base_filter" |
+    awk '/^[A-Za-z][^ ]*\.$/ { s = substr($1, 1, length($1) - 1); next }
+         /^  / && s != "" && $1 !~ /^DISABLED_/ && !(s in seen) { seen[s] = 1; print s }' | grep -v Poison | grep -v Nccl)
   plan=$logs/sanitize_plan.txt
   : >"$plan"
   for tool in memcheck racecheck synccheck initcheck; do
@@ -331,11 +335,28 @@ if want sanitize && command -v compute-sanitizer >/dev/null; then
       # pipelines racecheck flags inside NVIDIA's kernels, as in the cuBLAS suites above.)
       tests="$suite.*"
       case "$tool:$suite" in racecheck:DecoderTest) tests="$suite.EightGraphCacheStepsOfASmallDecoder*" ;; esac
-      echo "$tool ${suite//\//_} $tests-$exclude" >>"$plan"
+      # memcheck and synccheck misreport kernels that are programmatic dependents inside a
+      # device-side loop's body (a conditional while node): on an H100 with driver 580,
+      # memcheck called a 4-byte read at the very start of a live 4-byte allocation "out
+      # of bounds ... inside the nearest allocation at" that same address, and synccheck
+      # called every barrier of the decoder's first kernel divergent, a barrier that every
+      # thread of the block reaches unconditionally; the same kernels in the graph cache's
+      # replays, and the loops of the graph-cache suite, draw no report. Those two tests run
+      # under racecheck and initcheck as they are, and the decoder's loop runs under these
+      # two with its programmatic launches off (loop_no_pdl below).
+      case "$tool:$suite" in
+        memcheck:DecoderTest | synccheck:DecoderTest) exclude_here="$exclude:*StepsInOneDeviceSideLoop*" ;;
+        memcheck:ProgrammaticLaunchGpuTest | synccheck:ProgrammaticLaunchGpuTest) exclude_here="$exclude:*ALoopOfSteps*" ;;
+        *) exclude_here=$exclude ;;
+      esac
+      echo "$tool ${suite//\//_} $tests-$exclude_here" >>"$plan"
     done
   done
-  run_one() {  # tool name filter
-    timeout "$limit" compute-sanitizer --tool "$1" --report-api-errors no --error-exitcode 99 \
+  for tool in memcheck synccheck; do
+    echo "$tool DecoderTest_loop_no_pdl DecoderTest.StepsInOneDeviceSideLoop* CUDAKIT_DECODER_PDL=0" >>"$plan"
+  done
+  run_one() {  # tool name filter [environment]
+    env ${4:-} timeout "$limit" compute-sanitizer --tool "$1" --report-api-errors no --error-exitcode 99 \
       "$bundle/cudakit_device_tests" --gtest_filter="$3" >"$logs/sanitize_$1_$2.log" 2>&1
     echo "$1 $2 $?" >>"$logs/sanitize_exit.txt"
   }
@@ -349,8 +370,8 @@ if want sanitize && command -v compute-sanitizer >/dev/null; then
   # written, in replays whose every output matched the host reference on fresh random
   # data; the same binary under initcheck alone, or beside 8 other initcheck processes,
   # reported none. Serial, a finding is one to chase.
-  grep -v '^initcheck ' "$plan" | xargs -P "$jobs" -L 1 bash -c 'run_one "$0" "$1" "$2"'
-  grep '^initcheck ' "$plan" | xargs -P 1 -L 1 bash -c 'run_one "$0" "$1" "$2"'
+  grep -v '^initcheck ' "$plan" | xargs -P "$jobs" -L 1 bash -c 'run_one "$0" "$1" "$2" "$3"'
+  grep '^initcheck ' "$plan" | xargs -P 1 -L 1 bash -c 'run_one "$0" "$1" "$2" "$3"'
   # Beside other sanitizer processes a suite can run out of device resources (a stream
   # or a context refused with CUDA_ERROR_OUT_OF_MEMORY): such a run is repeated alone,
   # and the summary counts the repeats.
@@ -359,7 +380,7 @@ if want sanitize && command -v compute-sanitizer >/dev/null; then
   while read -r tool name rc; do
     [ "$rc" != 0 ] && grep -q CUDA_ERROR_OUT_OF_MEMORY "$logs/sanitize_${tool}_${name}.log" || continue
     mv "$logs/sanitize_${tool}_${name}.log" "$logs/sanitize_${tool}_${name}.log.beside-others"
-    grep "^$tool $name " "$plan" | { read -r t s f; run_one "$t" "$s" "$f"; }
+    grep "^$tool $name " "$plan" | { read -r t s f e; run_one "$t" "$s" "$f" "$e"; }
     repeated=$((repeated + 1))
   done <"$logs/sanitize_exit_first.txt"
   note "compute-sanitizer: $(wc -l <"$plan") runs (each tool over each test suite), $repeated repeated alone after running out of device memory beside the others, $(( $(date +%s) - start )) s"
