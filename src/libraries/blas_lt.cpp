@@ -87,8 +87,8 @@ void BlasLt::matmul_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSp
   detail::ExclusiveUse::Guard guard(slot_->use, operation, res);
   const int device = res.device;
   constexpr cudaDataType type = detail::BlasType<T>::data;
-  const detail::ColumnMajorGemm g =
-      detail::column_major_gemm(operation, shape, nullptr, detail::views_of(a, b, c), type, device);
+  const detail::ColumnMajorGemm& g =
+      slot_->last_gemm.check(operation, shape, nullptr, detail::views_of(a, b, c), type, type, device);
   check_epilogue(epilogue, with_bias, bias.size(), shape.n, bias.device_ordinal(), device);
   if (g.empty) return;
 

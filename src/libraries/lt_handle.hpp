@@ -23,6 +23,8 @@ struct LtSlot : PooledHandle<LtSlot, cublasLtHandle_t, cublas::Entry::LtCreate, 
   // finds its plan with one comparison, without hashing.
   LtPlanKey last_key;
   LtPlan* last_plan = nullptr;
+  // The shape checked last: a matmul repeating it skips the checks, as a Blas GEMM does.
+  LastCheckedGemm last_gemm;
 };
 
 }  // namespace cudakit::detail

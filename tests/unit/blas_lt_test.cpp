@@ -48,6 +48,40 @@ TYPED_TEST(BlasLtTypedTest, EveryEpilogueMatchesTheHost) {
   EXPECT_EQ(calls[0].m, 7) << "row-major, as Blas: cuBLASLt's m is our n (the bias runs along it)";
 }
 
+// A handle keeps the matmul shape it checked last, and a repeat skips the checks, as a
+// Blas GEMM does: a changed view, leading dimension or bias is checked again, a refused
+// call leaves nothing saved, and the first call repeated afterwards is right.
+TEST_F(BlasTest, ARepeatedMatmulIsCheckedAgainWhenAnyInputChanges) {
+  Stream s(dev());
+  BlasLt lt(s);
+  auto ha = random<float>(37 * 19), hb = random<float>(19 * 23), hbias = random<float>(23);
+  auto a = make(s, ha), b = make(s, hb), bias = make(s, hbias);
+  const Gemm g{.m = 37, .n = 23, .k = 19};
+  auto product_is_right = [&](const DeviceBuffer<float>& c, const char* what) {
+    s.synchronize();
+    std::vector<double> want(37 * 23);
+    testing::host_gemm(g, ha, hb, want);
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] += testing::to_double(hbias[i % 23]);
+    expect_near(read(c), want, what);
+  };
+  auto c = poisoned<float>(s, 37 * 23);
+  lt.matmul(a, b, bias, c, g, Epilogue::bias);
+  product_is_right(c, "the first call");
+
+  std::string m = message_of<InvalidArgument>([&] { lt.matmul(a, b, bias, c.first(100), g, Epilogue::bias); });
+  EXPECT_NE(m.find("needs 851 elements"), std::string::npos) << m;
+  m = message_of<InvalidArgument>(
+      [&] { lt.matmul(a, b, bias, c, {.m = 37, .n = 23, .k = 19, .ldb = 22}, Epilogue::bias); });
+  EXPECT_NE(m.find("ldb = 22 is less than B's row length 23"), std::string::npos) << m;
+  m = message_of<InvalidArgument>([&] { lt.matmul(a, b, bias.first(22), c, g, Epilogue::bias); });
+  EXPECT_NE(m.find("n = 23 elements"), std::string::npos) << m;
+
+  auto again = poisoned<float>(s, 37 * 23);
+  lt.matmul(a, b, bias, again, g, Epilogue::bias);
+  product_is_right(again, "the first call repeated after refusals");
+  EXPECT_EQ(fake_blas().calls(Entry::LtMatmul), 2) << "no refused call reached cuBLASLt";
+}
+
 TEST_F(BlasTest, TheAlgorithmIsChosenOncePerShapeAndType) {
   Stream s(dev());
   BlasLt lt(s);
