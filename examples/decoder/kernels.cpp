@@ -925,7 +925,7 @@ extern "C" __global__ void stream_read(const bf16* values, long long words, unsi
 // link before it, reads the vector that link wrote (as a GEMV stages x) and writes the
 // next one (block 0). No arithmetic, no barrier, no reduction: a chain of these costs
 // what a step of as many kernels costs for its reads and its kernel boundaries alone.
-#define CHAIN_AHEAD 8
+// CHAIN_AHEAD is Kernels::chain_link_words_a_thread, defined by the compile.
 extern "C" __global__ void chain_link(const bf16* weights, long long words, const bf16* in, bf16* out, int width,
                                       unsigned* sink) {
   const uint4* data = reinterpret_cast<const uint4*>(weights);
@@ -977,7 +977,8 @@ cudakit::CompiledProgram Kernels::compile_program(const Config& config, bool ear
                      "MAX_POSITIONS=" + std::to_string(config.max_positions),
                      "LAYER_NORM_EPS=" + float_literal(config.layer_norm_eps),
                      std::string("EARLY_TRIGGER=") + (early_trigger ? "1" : "0"),
-                     "GEMV_MAX_ROWS=" + std::to_string(gemv_max_rows)};
+                     "GEMV_MAX_ROWS=" + std::to_string(gemv_max_rows),
+                     "CHAIN_AHEAD=" + std::to_string(chain_link_words_a_thread)};
   cudakit::Program text(source, "decoder_kernels.cu");
   cudakit::add_device_headers(text);
   return text.compile(options);

@@ -71,7 +71,7 @@ struct Kernels {
   /// wait, and writes `out` (one link of the kernel-chain floor).
   using ChainLink = void(const bf16*, long long, const bf16*, bf16*, int, unsigned*);
   static constexpr unsigned chain_link_threads = 256;
-  static constexpr int chain_link_words_a_thread = 8;  // CHAIN_AHEAD
+  static constexpr int chain_link_words_a_thread = 8;  // the source's CHAIN_AHEAD
 
   static constexpr unsigned attention_threads = 256;
   /// The most positions the kernels take: a decode attention keeps a step's scores in its
