@@ -19,8 +19,11 @@
 #include <cublas_api.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/harness.hpp"
@@ -103,13 +106,22 @@ struct RawLtMatmul {
   cublasLtMatrixLayout_t first = nullptr, second = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algorithm{};
   DeviceBuffer<std::byte> workspace;
-  RawLtMatmul(const RawCublas& r, StreamRef stream, std::size_t bytes, int m, int n, int k, const void* bias)
+  struct Operands {
+    const void *a, *b, *d, *bias;
+  };
+  // The largest power of two, at most 256, that divides the address.
+  static std::uint32_t alignment_of(const void* pointer) {
+    const auto p = reinterpret_cast<std::uintptr_t>(pointer);
+    return static_cast<std::uint32_t>(std::min<std::uintptr_t>(256, p & (~p + 1)));
+  }
+  RawLtMatmul(const RawCublas& r, StreamRef stream, std::size_t bytes, int m, int n, int k, const Operands& operands)
       : raw(r), workspace(stream, bytes, uninitialized) {
     check_status(raw.lt_create(&handle), "cublasLtCreate");
     check_status(raw.desc_create(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
     const std::uint32_t epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
     check_status(raw.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "set epilogue");
-    check_status(raw.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "set bias");
+    check_status(raw.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &operands.bias, sizeof operands.bias),
+                 "set bias");
     check_status(raw.layout_create(&first, CUDA_R_16BF, n, k, n), "cublasLtMatrixLayoutCreate");
     check_status(raw.layout_create(&second, CUDA_R_16BF, k, m, k), "cublasLtMatrixLayoutCreate");
     check_status(raw.layout_create(&c, CUDA_R_16BF, n, m, n), "cublasLtMatrixLayoutCreate");
@@ -117,6 +129,18 @@ struct RawLtMatmul {
     check_status(raw.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
     const std::uint64_t limit = bytes;
     check_status(raw.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof limit), "set workspace");
+    // The operands' alignment, as cuBLASLt's documentation asks an application to state it
+    // and as cudakit states it: the heuristic then offers both sides the same algorithm.
+    // (cuBLASLt's A is the row-major B, as in cudakit's transposition.)
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> alignments[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, operands.b},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, operands.a},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, operands.d},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, operands.d}};
+    for (const auto& [attribute, pointer] : alignments) {
+      const std::uint32_t alignment = alignment_of(pointer);
+      check_status(raw.pref_set(pref, attribute, &alignment, sizeof alignment), "set alignment");
+    }
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     check_status(raw.heuristic(handle, desc, first, second, c, c, pref, 1, &result, &found),
@@ -257,7 +281,8 @@ PairedSamples time_lt(const Context& c, Stream& stream, int m, int n, int k, int
   DeviceBuffer<bf16> out(stream, std::size_t(m) * n, uninitialized), raw_out(stream, std::size_t(m) * n, uninitialized);
   BlasLt lt(stream);
   RawCublas raw;
-  RawLtMatmul raw_matmul(raw, stream, lt.workspace_bytes(), m, n, k, bias.data());
+  RawLtMatmul raw_matmul(raw, stream, lt.workspace_bytes(), m, n, k,
+                         {.a = a.data(), .b = b.data(), .d = raw_out.data(), .bias = bias.data()});
   const Gemm shape{.m = m, .n = n, .k = k};
   lt.matmul(a, b, bias, out, shape, Epilogue::gelu_bias);  // planned before the timing
   stream.synchronize();
