@@ -26,6 +26,8 @@ SETTINGS = {
     "gemv": {"CUDAKIT_DECODER_GEMV": "1", "CUDAKIT_DECODER_EARLY_TRIGGER": "1"},
     "gemv-late": {"CUDAKIT_DECODER_GEMV": "1", "CUDAKIT_DECODER_EARLY_TRIGGER": "0"},
     "gemv-no-pdl": {"CUDAKIT_DECODER_GEMV": "1", "CUDAKIT_DECODER_PDL": "0"},
+    # A single row of x staged in shared memory, as several are (not held in registers).
+    "gemv-staged-row": {"CUDAKIT_DECODER_GEMV": "1", "CUDAKIT_DECODER_STAGED_ROW": "1"},
     "gemv-fused": {"CUDAKIT_DECODER_GEMV": "1", "CUDAKIT_DECODER_FUSED_ATTENTION": "1"},
     "gemv-fused256": {"CUDAKIT_DECODER_GEMV": "1", "CUDAKIT_DECODER_FUSED_ATTENTION": "256"},
     # A GEMV block's column groups capped at 1, 2 or 4 at every batch (Kernels::gemv_groups).

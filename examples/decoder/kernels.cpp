@@ -451,7 +451,8 @@ argmax_tokens(const float* logits, int vocab, int* next_tokens, int* position, i
 // A lane's first GEMV_AHEAD words are loaded before the wait (for every matrix of this
 // model that is all of them: the host gives a block a warp per 32 words of k), so the
 // weights stream while the kernel before still runs; later words keep GEMV_AHEAD in flight.
-// GEMV_MAX_ROWS is Kernels::gemv_max_rows, defined by the compile.
+// GEMV_MAX_ROWS is Kernels::gemv_max_rows, defined by the compile; GEMV_ONE_ROW_IN_REGISTERS
+// (1 unless CUDAKIT_DECODER_STAGED_ROW=1) takes gemv_one_row_word's path at one row.
 #define GEMV_MAX_WARPS 16
 #define GEMV_AHEAD 8
 #define GEMV_ROW_PAD 4
@@ -472,6 +473,20 @@ __device__ __forceinline__ void gemv_mma(uint4 w, uint4 low, uint4 high, float* 
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(low.z), "r"(high.z), "r"(low.w), "r"(high.w), "r"(w.z), "r"(w.w));
+#endif
+}
+
+// gemv_mma with the word's second mma adding into `second`: two independent chains.
+__device__ __forceinline__ void gemv_mma_split(uint4 w, uint4 low, uint4 high, float* first, float* second) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(first[0]), "+f"(first[1]), "+f"(first[2]), "+f"(first[3])
+      : "r"(low.x), "r"(high.x), "r"(low.y), "r"(high.y), "r"(w.x), "r"(w.y));
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(second[0]), "+f"(second[1]), "+f"(second[2]), "+f"(second[3])
       : "r"(low.z), "r"(high.z), "r"(low.w), "r"(high.w), "r"(w.z), "r"(w.w));
 #endif
 }
@@ -683,6 +698,85 @@ __device__ void gemv_attend_if_last(const FusedAttention& a, const bf16* qkv, in
   }
 }
 
+// One row of x, one group, a warp per 32 words of k: a decode step's GEMVs at batch 1
+// (gemv's one_row). Then lane (0, t) of warp k_warp needs x's words k_warp·32 + t + 4i for
+// the mma's 8 steps i, and lane L holds word k_warp·32 + L: one word a lane, from global
+// memory (L2) straight into registers, passed on by shuffles. A normed x (k is D_MODEL,
+// at most GEMV_ONE_ROW_NORM_WORDS words a lane) is normed by every warp itself from the
+// whole row in its lanes' registers: the sums, in their order, are gemv_norm_staged's.
+#define GEMV_ONE_ROW_NORM_WORDS 4
+
+template <bool EMBED>
+__device__ __forceinline__ uint4 gemv_row_word(const GemvRows& rows_in, long long at, int c) {
+  if (EMBED) return embedding_word(rows_in.token_embedding, rows_in.position_embedding, rows_in.tokens[0], at, c);
+  return reinterpret_cast<const uint4*>(rows_in.x)[c];
+}
+
+// This lane's word of the row, normed where gamma is non-null; block 0 also writes the
+// embedded row (EMBED) and the normed row (`normed` non-null), as the staging does.
+template <bool EMBED>
+__device__ __forceinline__ uint4 gemv_one_row_word(const GemvRows& rows_in, bool norm, uint4 gamma_word,
+                                                   uint4 beta_word, int words, int k, bf16* normed) {
+  const int lane = threadIdx.x % WARP, k_warp = threadIdx.x / WARP, c = k_warp * WARP + lane;
+  const long long at = EMBED ? *rows_in.position : 0;
+  uint4 own = make_uint4(0, 0, 0, 0);
+  if (!norm) {
+    own = gemv_row_word<EMBED>(rows_in, at, c);
+    if (EMBED && blockIdx.x == 0) reinterpret_cast<uint4*>(rows_in.embedded)[c] = own;
+  } else {
+    uint4 row[GEMV_ONE_ROW_NORM_WORDS];
+#pragma unroll
+    for (int j = 0; j < GEMV_ONE_ROW_NORM_WORDS; ++j)
+      row[j] = j * WARP < words ? gemv_row_word<EMBED>(rows_in, at, j * WARP + lane) : make_uint4(0, 0, 0, 0);
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < GEMV_ONE_ROW_NORM_WORDS; ++j) {
+      float v[8];
+      unpack8(row[j], v);
+      for (int i = 0; i < 8; ++i) s += v[i];
+    }
+    const float mean = warp_sum(s) / k;
+    float q = 0.0f;
+#pragma unroll
+    for (int j = 0; j < GEMV_ONE_ROW_NORM_WORDS; ++j) {
+      if (j * WARP >= words) continue;  // the padding's zeros are no values of the row
+      float v[8];
+      unpack8(row[j], v);
+      for (int i = 0; i < 8; ++i) q += (v[i] - mean) * (v[i] - mean);
+    }
+    const float rstd = rsqrtf(warp_sum(q) / k + LAYER_NORM_EPS);
+#pragma unroll
+    for (int j = 0; j < GEMV_ONE_ROW_NORM_WORDS; ++j)  // row[k_warp], without indexing registers at run time
+      if (j == k_warp) own = row[j];
+    if (EMBED && blockIdx.x == 0) reinterpret_cast<uint4*>(rows_in.embedded)[c] = own;
+    own.x = norm_pair(own.x, gamma_word.x, beta_word.x, mean, rstd);
+    own.y = norm_pair(own.y, gamma_word.y, beta_word.y, mean, rstd);
+    own.z = norm_pair(own.z, gamma_word.z, beta_word.z, mean, rstd);
+    own.w = norm_pair(own.w, gamma_word.w, beta_word.w, mean, rstd);
+    if (normed != nullptr && blockIdx.x == 0) reinterpret_cast<uint4*>(normed)[c] = own;
+  }
+  return own;
+}
+
+// The mmas of one row (gemv_one_row_word): step i's x word comes from lane t + 4i to the
+// lanes of row 0 (g = 0), zeros to the others; the two mmas of a word add into two sums
+// (acc and other), so that the 16 mmas make two chains of 8, not one of 16.
+__device__ __forceinline__ void gemv_one_row_mmas(const uint4* ahead, uint4 own, float* acc) {
+  const int lane = threadIdx.x % WARP, g = lane / 4, t = lane % 4;
+  float other[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < GEMV_AHEAD; ++i) {
+    uint4 x;
+    x.x = __shfl_sync(0xffffffffu, own.x, t + 4 * i);
+    x.y = __shfl_sync(0xffffffffu, own.y, t + 4 * i);
+    x.z = __shfl_sync(0xffffffffu, own.z, t + 4 * i);
+    x.w = __shfl_sync(0xffffffffu, own.w, t + 4 * i);
+    if (g != 0) x = make_uint4(0, 0, 0, 0);
+    gemv_mma_split(ahead[i], x, make_uint4(0, 0, 0, 0), acc, other);
+  }
+  for (int j = 0; j < 4; ++j) acc[j] += other[j];
+}
+
 // The body of the GEMV kernels: LOGITS writes the fp32 sums as they are (the LM head's
 // logits, no epilogue) and makes the greedy choice, otherwise the bf16 epilogue above;
 // EMBED takes the rows from the embeddings (gemv_stage_embeddings) instead of x; ATTEND
@@ -758,10 +852,19 @@ __device__ __forceinline__ void gemv(const GemvRows& rows_in, const bf16* gamma,
 #pragma unroll
   for (int tile = 0; tile < TILES; ++tile) acc[tile][0] = acc[tile][1] = acc[tile][2] = acc[tile][3] = 0.0f;
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  if (EMBED) gemv_stage_embeddings(rows_in, staged, stride, rows, words);
-  else gemv_stage_slice(rows_in.x, staged, stride, rows, words, 0, min(slice, words));
-  if (norm) gemv_norm_staged(gamma, beta, gamma_word, beta_word, staged, stride, rows, words, k, normed);
-  for (int s0 = 0; s0 < steps; s0 += GEMV_AHEAD) {
+  // One row (gemv_one_row_word): every weight word was loaded before the wait (steps is
+  // GEMV_AHEAD), and x goes through no shared memory and no barrier.
+  const bool one_row = GEMV_ONE_ROW_IN_REGISTERS && TILES == 1 && !ATTEND && rows == 1 && groups == 1 && slice == words &&
+                       words == WARP * group_warps && (!norm || words <= GEMV_ONE_ROW_NORM_WORDS * WARP);
+  if (one_row) {
+    gemv_one_row_mmas(ahead, gemv_one_row_word<EMBED>(rows_in, norm, gamma_word, beta_word, words, k, normed),
+                      acc[0]);
+  } else {
+    if (EMBED) gemv_stage_embeddings(rows_in, staged, stride, rows, words);
+    else gemv_stage_slice(rows_in.x, staged, stride, rows, words, 0, min(slice, words));
+    if (norm) gemv_norm_staged(gamma, beta, gamma_word, beta_word, staged, stride, rows, words, k, normed);
+  }
+  for (int s0 = 0; !one_row && s0 < steps; s0 += GEMV_AHEAD) {
     const Group at = group(s0);
     if (s0 > 0 && s0 % steps_per_slice == 0)  // a new slice (a normed x is staged whole)
       gemv_stage_slice(rows_in.x, staged, stride, rows, words, at.first, at.count);
@@ -967,7 +1070,7 @@ std::string float_literal(float value) {
 }  // namespace
 
 cudakit::CompiledProgram Kernels::compile_program(const Config& config, bool early_trigger,
-                                                  cudakit::CompileOptions options) {
+                                                  cudakit::CompileOptions options, bool one_row_in_registers) {
   if (config.head_dim != 64 || config.d_model % 8 != 0 || config.d_model / 8 > 1024 || config.vocab % 8 != 0 ||
       config.ffn % 8 != 0 || config.max_positions < 1 || config.max_positions > Kernels::max_positions)
     throw cudakit::InvalidArgument("decoder kernels: heads must be 64 wide, d_model a multiple of 8 up to 8192, "
@@ -978,7 +1081,8 @@ cudakit::CompiledProgram Kernels::compile_program(const Config& config, bool ear
                      "LAYER_NORM_EPS=" + float_literal(config.layer_norm_eps),
                      std::string("EARLY_TRIGGER=") + (early_trigger ? "1" : "0"),
                      "GEMV_MAX_ROWS=" + std::to_string(gemv_max_rows),
-                     "CHAIN_AHEAD=" + std::to_string(chain_link_words_a_thread)};
+                     "CHAIN_AHEAD=" + std::to_string(chain_link_words_a_thread),
+                     std::string("GEMV_ONE_ROW_IN_REGISTERS=") + (one_row_in_registers ? "1" : "0")};
   cudakit::Program text(source, "decoder_kernels.cu");
   cudakit::add_device_headers(text);
   return text.compile(options);
@@ -990,7 +1094,10 @@ Kernels Kernels::compile(const cudakit::Device& device, const Config& config) {
   const bool early_trigger = switch_value("CUDAKIT_DECODER_EARLY_TRIGGER") != "0";
   cudakit::CompileOptions options;
   options.arch = device.compute_capability().arch();
-  cudakit::CompiledProgram program = compile_program(config, early_trigger, options);
+  // CUDAKIT_DECODER_STAGED_ROW=1 stages a single row of x in shared memory as it does
+  // several (gemv's one_row), for comparison.
+  const bool one_row_in_registers = switch_value("CUDAKIT_DECODER_STAGED_ROW") != "1";
+  cudakit::CompiledProgram program = compile_program(config, early_trigger, options, one_row_in_registers);
   Kernels k;
   k.early_trigger = early_trigger;
   k.module = cudakit::Module::load(device, program);

@@ -235,10 +235,11 @@ struct Kernels {
   static Kernels compile(const cudakit::Device& device, const Config& config);
 
   /// The kernels' program compiled for `options.arch` (and its other options), with the
-  /// shape of `config` and early triggers on or off, without loading it: what compile()
+  /// shape of `config`, early triggers on or off, and a single row of x held in registers
+  /// (or staged in shared memory as several are), without loading it: what compile()
   /// loads, and what a machine without a GPU can check. Errors as compile().
   static cudakit::CompiledProgram compile_program(const Config& config, bool early_trigger,
-                                                  cudakit::CompileOptions options);
+                                                  cudakit::CompileOptions options, bool one_row_in_registers = true);
 
   /// The decode attention for a grid of heads × batch blocks: decode_attention_few when
   /// the grid fits the multiprocessors at 2 blocks each (its registers allow no more),

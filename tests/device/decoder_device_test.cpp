@@ -199,6 +199,37 @@ TEST_F(DecoderTest, TheSmallBatchGemvPathMatchesTheCublasLtPath) {
   }
 }
 
+// At one sequence, with d_model a multiple of 32 words a warp (1024 here, as the example's
+// model), each GEMV holds its row of x in registers instead of staging it in shared memory:
+// the embedding, the layer norms computed by every warp on its own, the LM head's normed
+// hidden state. Both that and the staged row (CUDAKIT_DECODER_STAGED_ROW=1) compute what
+// the cuBLASLt path computes.
+TEST_F(DecoderTest, AtOneSequenceTheGemvRowInRegistersMatchesTheStagedRowAndCublasLt) {
+  cudakit::Stream stream(device());
+  const decoder::Config config{.layers = 2, .d_model = 1024, .heads = 16, .head_dim = 64, .ffn = 4096, .vocab = 4096,
+                               .max_positions = 128};
+  const decoder::HostWeights weights = decoder::random_weights(config);
+  const decoder::Inputs inputs = decoder::random_inputs(config, 1, 32, 2);
+  const int steps = 8;
+  ::setenv("CUDAKIT_DECODER_GEMV", "0", 1);
+  const decoder::Model lt_model(weights, stream);
+  ::setenv("CUDAKIT_DECODER_GEMV", "1", 1);
+  const decoder::Model registers_model(weights, stream);
+  ::setenv("CUDAKIT_DECODER_STAGED_ROW", "1", 1);
+  const decoder::Model staged_model(weights, stream);
+  ::unsetenv("CUDAKIT_DECODER_STAGED_ROW");
+  ::unsetenv("CUDAKIT_DECODER_GEMV");
+  ASSERT_TRUE(registers_model.kernels().takes_gemv(1, config.d_model, config.ffn));
+  const std::size_t d = static_cast<std::size_t>(config.d_model);
+  const Trace lt = run(lt_model, stream, inputs, steps, StepMode::cached, nullptr, 1);
+  const Trace in_registers = run(registers_model, stream, inputs, steps, StepMode::cached, nullptr, 1);
+  const Trace staged = run(staged_model, stream, inputs, steps, StepMode::cached, nullptr, 1);
+  expect_paths_agree(lt, in_registers, 1, steps, d, "the row in registers");
+  expect_paths_agree(lt, staged, 1, steps, d, "the staged row");
+  EXPECT_EQ(in_registers.position, inputs.prompt_length + steps);
+  EXPECT_EQ(staged.position, inputs.prompt_length + steps);
+}
+
 TEST_F(DecoderTest, EightGraphCacheStepsAtBatchOneEqualTheEagerSteps) {
   expect_graph_cache_steps_equal_eager_steps(decoder::Config{});
 }

@@ -218,3 +218,21 @@ TEST(DecoderKernels, AShapeTheKernelsDoNotCoverIsRefusedBeforeCompiling) {
 }
 
 }  // namespace
+
+
+// At one row the GEMVs pass x's words between lanes by shuffles (it is held in registers);
+// CUDAKIT_DECODER_STAGED_ROW=1 compiles them without that path, staging every row.
+TEST(DecoderKernels, AtOneRowTheGemvsShuffleXBetweenLanesUnlessTheRowIsStaged) {
+  SKIP_WITHOUT_NVRTC();
+  auto ptx = [](bool in_registers) {
+    auto program = decoder::Kernels::compile_program(
+        decoder::Config{}, true, {.arch = "compute_90", .output = ProgramOutput::ptx, .use_cache = false},
+        in_registers);
+    return std::string(reinterpret_cast<const char*>(program.image().data()));
+  };
+  const std::string registers = ptx(true), staged = ptx(false);
+  for (const char* kernel : {"gemv_bias", "gemv_embed", "gemv_logits"}) {
+    EXPECT_GT(count(entry(registers, kernel), "shfl.sync.idx"), 0) << kernel;
+    EXPECT_EQ(count(entry(staged, kernel), "shfl.sync.idx"), 0) << kernel;
+  }
+}
