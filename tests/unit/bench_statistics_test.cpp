@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bench/result.hpp"
@@ -260,6 +262,57 @@ TEST(BenchVerdict, TheIntervalComesFromThePairedRounds) {
   EXPECT_NEAR(v.ratio_interval.low, 1.02, 1e-12);
   EXPECT_NEAR(v.ratio_interval.high, 1.02, 1e-12);
   EXPECT_EQ(v.outcome, Outcome::met);
+}
+
+// 41 rounds whose paired ratios are `centre` ± 0.5%, on random raw times.
+std::pair<std::vector<double>, std::vector<double>> steady_rounds(double centre) {
+  std::mt19937 random(std::random_device{}());
+  std::uniform_real_distribution<double> raw_time(5, 15);
+  std::vector<double> cudakit, raw;
+  for (double rank : shuffled_ranks(41)) {
+    raw.push_back(raw_time(random));
+    cudakit.push_back(raw.back() * (centre - 0.005 + 0.00025 * (rank - 1)));
+  }
+  return {cudakit, raw};
+}
+
+// A miss stands only when its second measurement misses too (result.hpp).
+TEST(BenchVerdict, AMissWhoseSecondMeasurementMissesTooStaysMissed) {
+  auto [cudakit, raw] = steady_rounds(1.10);
+  Result r = cost(cudakit, raw, 1.05);
+  std::tie(r.repeat_cudakit, r.repeat_raw) = steady_rounds(1.08);
+  Verdict v = judge(r);
+  EXPECT_EQ(v.outcome, Outcome::missed);
+  EXPECT_TRUE(v.missed);
+  EXPECT_TRUE(v.repeated);
+  EXPECT_EQ(v.repeat_outcome, Outcome::missed);
+  EXPECT_NEAR(v.repeat_interval.low, 1.08 - 0.005 + 0.00025 * 13, 1e-9);
+  EXPECT_GT(v.ratio_interval.low, 1.09);  // the first measurement's interval, as it was
+}
+
+TEST(BenchVerdict, AMissThatDoesNotRepeatIsWithinNoise) {
+  auto [cudakit, raw] = steady_rounds(1.10);
+  for (double second : {1.05, 1.02}) {  // within noise, then met, in the second measurement
+    Result r = cost(cudakit, raw, 1.05);
+    std::tie(r.repeat_cudakit, r.repeat_raw) = steady_rounds(second);
+    Verdict v = judge(r);
+    EXPECT_EQ(v.outcome, Outcome::within_noise) << second;
+    EXPECT_FALSE(v.missed) << second;
+    EXPECT_TRUE(v.repeated) << second;
+    EXPECT_EQ(v.repeat_outcome, second == 1.05 ? Outcome::within_noise : Outcome::met);
+  }
+}
+
+TEST(BenchVerdict, OnlyAMissIsJudgedAgainstASecondMeasurement) {
+  auto [cudakit, raw] = steady_rounds(1.02);
+  Result met = cost(cudakit, raw, 1.05);
+  std::tie(met.repeat_cudakit, met.repeat_raw) = steady_rounds(1.20);
+  EXPECT_EQ(judge(met).outcome, Outcome::met);
+  EXPECT_FALSE(judge(met).repeated);
+  Result failed = error_result("broken", "events", "boom");
+  failed.repeat_cudakit = cudakit;
+  failed.repeat_raw = raw;
+  EXPECT_EQ(judge(failed).outcome, Outcome::error);
 }
 
 TEST(BenchVerdict, AnErrorIsAnErrorOutcomeAndAMiss) {

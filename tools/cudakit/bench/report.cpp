@@ -45,6 +45,16 @@ json result_json(const Result& r) {
   // Within noise passes: only a miss fails the run.
   out["passed"] = v.judged ? json(!v.missed) : !r.error.empty() ? json(false) : json();
   if (!r.error.empty()) out["error"] = r.error;
+  // A missed figure's second measurement (result.hpp): the verdict above is both's.
+  if (v.repeated) {
+    json repeat = {{"cudakit", side_json(r.repeat_cudakit, summarize(r.repeat_cudakit))},
+                   {"raw", side_json(r.repeat_raw, summarize(r.repeat_raw))}};
+    repeat["ratio_interval"] = {{"low", number(v.repeat_interval.low)},
+                                {"high", number(v.repeat_interval.high)},
+                                {"confidence", number(v.repeat_interval.confidence)}};
+    repeat["verdict"] = outcome_name(v.repeat_outcome);
+    out["repeat"] = repeat;
+  }
   return out;
 }
 

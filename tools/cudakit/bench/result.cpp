@@ -38,20 +38,51 @@ std::vector<double> round_ratios(const std::vector<double>& cudakit, const std::
   return ratios;
 }
 
+namespace {
+
+// The 95% interval of the median per-round ratio; without paired rounds the ratio of the
+// medians is all there is, an interval of one point.
+Interval ratio_interval_of(const std::vector<double>& cudakit, const std::vector<double>& raw, double ratio) {
+  Interval i = median_interval_95(round_ratios(cudakit, raw));
+  if (!std::isfinite(i.low) && std::isfinite(ratio) && ratio > 0) i = {ratio, ratio, std::numeric_limits<double>::quiet_NaN()};
+  return i;
+}
+
+double ratio_of_medians(const Spread& cudakit, const Spread& raw) {
+  return raw.median > 0 && std::isfinite(cudakit.median) ? cudakit.median / raw.median
+                                                          : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace
+
 Verdict judge(const Result& result) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  Verdict v{summarize(result.cudakit), summarize(result.raw), nan, {nan, nan, nan, nan, nan}, {nan, nan, nan},
-            Outcome::reported, false, false, false, false};
-  if (v.raw.median > 0 && std::isfinite(v.cudakit.median)) v.ratio = v.cudakit.median / v.raw.median;
-
-  std::vector<double> per_round = round_ratios(result.cudakit, result.raw);
-  v.round_ratio = summarize(per_round);
-  v.ratio_interval = median_interval_95(std::move(per_round));
-  // Without paired rounds the ratio of medians is all there is: an interval of one point.
-  if (!std::isfinite(v.ratio_interval.low) && std::isfinite(v.ratio) && v.ratio > 0) v.ratio_interval = {v.ratio, v.ratio, nan};
+  Verdict v{summarize(result.cudakit),
+            summarize(result.raw),
+            nan,
+            {nan, nan, nan, nan, nan},
+            {nan, nan, nan},
+            Outcome::reported,
+            false,
+            false,
+            false,
+            false,
+            false,
+            {nan, nan, nan},
+            Outcome::reported};
+  v.ratio = ratio_of_medians(v.cudakit, v.raw);
+  v.round_ratio = summarize(round_ratios(result.cudakit, result.raw));
+  v.ratio_interval = ratio_interval_of(result.cudakit, result.raw, v.ratio);
 
   v.judged = result.target_ratio > 0 && result.error.empty();
   v.outcome = !result.error.empty() ? Outcome::error : classify(v.ratio_interval, result.target_ratio, result.better);
+  if (v.outcome == Outcome::missed && !result.repeat_cudakit.empty()) {
+    v.repeated = true;
+    const double again = ratio_of_medians(summarize(result.repeat_cudakit), summarize(result.repeat_raw));
+    v.repeat_interval = ratio_interval_of(result.repeat_cudakit, result.repeat_raw, again);
+    v.repeat_outcome = classify(v.repeat_interval, result.target_ratio, result.better);
+    if (v.repeat_outcome != Outcome::missed) v.outcome = Outcome::within_noise;  // the miss did not repeat
+  }
   v.met = v.outcome == Outcome::met;
   v.within_noise = v.outcome == Outcome::within_noise;
   v.missed = v.outcome == Outcome::missed || v.outcome == Outcome::error;

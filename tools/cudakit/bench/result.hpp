@@ -11,6 +11,12 @@
 // interval is on the wrong side of the target, "within noise" when the target lies
 // inside it, "met" otherwise. A run cannot tell a ratio inside its own noise from the
 // target, so only a miss fails the run.
+//
+// A run's rounds share its conditions (clocks, the host's other work, where memory
+// landed), which its interval cannot see. So a miss is measured again, by the benchmark
+// run once more after all the others (repeat.hpp), and it stands only when the second
+// measurement's interval is also wholly past the target; otherwise the two measurements
+// disagree, and the figure is within noise.
 #pragma once
 
 #include <string>
@@ -39,6 +45,10 @@ struct Result {
   std::vector<double> raw;
   // Not empty when the benchmark failed; such a result counts as a missed target.
   std::string error;
+  // The second measurement of a missed figure, paired by round as above; empty when it
+  // was not measured again.
+  std::vector<double> repeat_cudakit;
+  std::vector<double> repeat_raw;
 };
 
 /// What a result's interval says about its target.
@@ -65,12 +75,19 @@ struct Verdict {
   bool met;           // outcome met
   bool within_noise;  // outcome within_noise
   bool missed;        // outcome missed or error: exit 1
+  // The second measurement's interval and outcome alone (reported when the first missed
+  // and it was measured again: `repeated`); the outcome above is both measurements'.
+  bool repeated;
+  Interval repeat_interval;
+  Outcome repeat_outcome;
 };
 
 /// The outcome of a ratio interval [low, high] against a target (`better` says on
 /// which side of it the figure should be).
 Outcome classify(const Interval& interval, double target_ratio, Better better);
 
+/// The verdict on a result: its interval against its target, and a miss against the
+/// second measurement where there is one (missed only when both miss).
 Verdict judge(const Result& result);
 
 /// The per-round ratios cudakit[i] / raw[i] of the rounds where both are positive and
