@@ -11,7 +11,6 @@
 #include "libraries/blas_handle.hpp"
 #include "libraries/handle_pool.hpp"
 #include "libraries/blas_shapes.hpp"
-#include "libraries/call_prefetch.hpp"
 
 namespace cudakit {
 
@@ -70,11 +69,6 @@ template <blas_element T, gemm_output_for<T> Out>
 void Blas::gemm_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<Out> c, const Gemm& shape,
                       const StridedBatch* batch) {
   const char* operation = batch != nullptr ? "Blas::gemm_strided_batched" : "Blas::gemm";
-  if (slot_ != nullptr) [[likely]] {  // as BlasLt::matmul does (call_prefetch.hpp)
-    detail::prefetch_object(slot_, sizeof(detail::BlasSlot));
-    detail::prefetch_tracking(stream_, a, b, c);
-    detail::prefetch_object(slot_->workspace.allocation(), sizeof(detail::Allocation));
-  }
   const Resource res = detail::call_resource(slot_, stream_, "Blas (moved-from or default-constructed)");
   detail::ExclusiveUse::Guard guard(slot_->use, operation, res);
   const int device = res.device;

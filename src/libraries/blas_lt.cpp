@@ -7,7 +7,6 @@
 #include "device/capture_tolerant_scope.hpp"
 #include "libraries/blas_error.hpp"
 #include "libraries/blas_shapes.hpp"
-#include "libraries/call_prefetch.hpp"
 #include "libraries/handle_pool.hpp"
 #include "libraries/lt_handle.hpp"
 
@@ -84,13 +83,6 @@ template <blas_lt_element T>
 void BlasLt::matmul_views(DeviceSpan<const T> a, DeviceSpan<const T> b, DeviceSpan<const T> bias, DeviceSpan<T> c,
                           const Gemm& shape, Epilogue epilogue, bool with_bias) {
   const char* operation = "BlasLt::matmul";
-  if (slot_ != nullptr) [[likely]] {
-    detail::prefetch_object(slot_, sizeof(detail::LtSlot));
-    detail::prefetch_tracking(stream_, a, b, bias, c);
-    // Last: reading these pointers waits for the slot's lines, the others' misses meanwhile in flight.
-    detail::prefetch_object(slot_->last_plan, sizeof(detail::LtPlan));
-    detail::prefetch_object(slot_->workspace.allocation(), sizeof(detail::Allocation));
-  }
   const Resource res = detail::call_resource(slot_, stream_, "BlasLt (moved-from or default-constructed)");
   detail::ExclusiveUse::Guard guard(slot_->use, operation, res);
   const int device = res.device;
