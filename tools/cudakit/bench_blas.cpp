@@ -8,7 +8,9 @@
 //     nominal figure without sparsity; fp32 GEMMs run far below it by nature);
 //   - BlasLt::matmul with a GELU+bias epilogue against cublasLtMatmul with the same
 //     descriptors and algorithm: square 4096 in bf16 (TFLOP/s, at least 0.98x) and a
-//     decoder layer's x[32×1024]·W[1024×4096] (µs, at most 1.02x);
+//     decoder layer's x[32×1024]·W[1024×4096] (µs, at most 1.03x: like the small GEMMs
+//     the call is host-bound, cuBLASLt's own host code taking about 10 µs of it against
+//     a few µs on the device, so cudakit's fixed cost per call is held to the same bound);
 //   - declared work (3 buffers, one stream) around a callable that makes the cheapest real
 //     submission, an empty kernel's raw launch, against that launch alone: CPU time per
 //     call, at most 1.02x;
@@ -303,7 +305,7 @@ std::vector<Result> lt_epilogue(const Context& c) {
                                  2.0 * 4096.0 * 4096.0 * 4096.0, 1 / 1.02);
   return {big, peak_fraction_result(big),
           cost_result("lt matmul gelu+bias bf16 32x1024 * 1024x4096", "blas", time_lt(c, stream, 32, 4096, 1024, 500),
-                      1.02)};
+                      1.03)};
 }
 
 // ---- declared work around the cheapest real submission ----
