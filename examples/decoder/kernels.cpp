@@ -854,8 +854,9 @@ __device__ __forceinline__ void gemv(const GemvRows& rows_in, const bf16* gamma,
   const uint4 zero = make_uint4(0, 0, 0, 0);
   // One row (gemv_one_row_word): every weight word was loaded before the wait (steps is
   // GEMV_AHEAD), and x goes through no shared memory and no barrier.
-  const bool one_row = GEMV_ONE_ROW_IN_REGISTERS && TILES == 1 && !ATTEND && rows == 1 && groups == 1 && slice == words &&
-                       words == WARP * group_warps && (!norm || words <= GEMV_ONE_ROW_NORM_WORDS * WARP);
+  const bool one_row = GEMV_ONE_ROW_IN_REGISTERS && TILES == 1 && !ATTEND && rows == 1 && groups == 1 &&
+                       slice == words && words == WARP * group_warps &&
+                       (!norm || words <= GEMV_ONE_ROW_NORM_WORDS * WARP);
   if (one_row) {
     gemv_one_row_mmas(ahead, gemv_one_row_word<EMBED>(rows_in, norm, gamma_word, beta_word, words, k, normed),
                       acc[0]);
