@@ -4,10 +4,10 @@
 // (--plot). Each target is met, within noise or missed by its ratio's 95% interval
 // (bench/result.hpp; a miss is measured again, bench/repeat.hpp). Exit 0 when none was
 // missed, 1 when one was missed or a benchmark failed, 2 without a GPU, 3 on a bad
-// command line. A file is written only when the run
-// finished, through a temporary file renamed over it: a failed run leaves no file, and
-// no half-written one. `--compare BASE NEW` compares two such files (bench/compare.hpp);
-// `--list` lists the benchmarks, as text or (with --json) as JSON.
+// command line. A file is written only when the run finished, through a temporary file
+// renamed over it: a failed run leaves no file, and no half-written one. `--compare BASE
+// NEW` compares two such files (bench/compare.hpp); `--list` lists the benchmarks, as
+// text or (with --json) as JSON.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -17,9 +17,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <optional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
