@@ -462,22 +462,8 @@ __device__ __forceinline__ uint4 gemv_weight_word(const uint4* row, int c, bool 
   return inside ? row[c] : make_uint4(0, 0, 0, 0);
 }
 
-// acc += x fragment · weight word: the two mmas one 16-byte word of W feeds. `low` and
-// `high` are x's words of rows g and g + 8 (of a tile of 16 rows) at the weight word's place.
-__device__ __forceinline__ void gemv_mma(uint4 w, uint4 low, uint4 high, float* acc) {
-#if __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-      : "r"(low.x), "r"(high.x), "r"(low.y), "r"(high.y), "r"(w.x), "r"(w.y));
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-      : "r"(low.z), "r"(high.z), "r"(low.w), "r"(high.w), "r"(w.z), "r"(w.w));
-#endif
-}
-
-// gemv_mma with the word's second mma adding into `second`: two independent chains.
+// The two mmas of one 16-byte word of W, the first adding into `first`, the second into
+// `second`: two independent chains where they differ (gemv_one_row_mmas), one where not.
 __device__ __forceinline__ void gemv_mma_split(uint4 w, uint4 low, uint4 high, float* first, float* second) {
 #if __CUDA_ARCH__ >= 800
   asm volatile(
@@ -489,6 +475,12 @@ __device__ __forceinline__ void gemv_mma_split(uint4 w, uint4 low, uint4 high, f
       : "+f"(second[0]), "+f"(second[1]), "+f"(second[2]), "+f"(second[3])
       : "r"(low.z), "r"(high.z), "r"(low.w), "r"(high.w), "r"(w.z), "r"(w.w));
 #endif
+}
+
+// acc += x fragment · weight word: the two mmas one 16-byte word of W feeds. `low` and
+// `high` are x's words of rows g and g + 8 (of a tile of 16 rows) at the weight word's place.
+__device__ __forceinline__ void gemv_mma(uint4 w, uint4 low, uint4 high, float* acc) {
+  gemv_mma_split(w, low, high, acc, acc);
 }
 
 __device__ __forceinline__ float gelu_tanh(float v) {

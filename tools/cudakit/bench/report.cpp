@@ -26,6 +26,10 @@ json side_json(const std::vector<double>& samples, const Spread& spread) {
   return side;
 }
 
+json interval_json(const Interval& i) {
+  return {{"low", number(i.low)}, {"high", number(i.high)}, {"confidence", number(i.confidence)}};
+}
+
 json result_json(const Result& r) {
   Verdict v = judge(r);
   json out = {{"name", r.name}, {"group", r.group}, {"unit", r.unit}, {"higher_is_better", r.better == Better::higher}};
@@ -37,9 +41,7 @@ json result_json(const Result& r) {
   out["raw"] = side_json(r.raw, v.raw);
   out["ratio"] = number(v.ratio);
   out["round_ratio"] = spread_json(v.round_ratio);
-  out["ratio_interval"] = {{"low", number(v.ratio_interval.low)},
-                           {"high", number(v.ratio_interval.high)},
-                           {"confidence", number(v.ratio_interval.confidence)}};
+  out["ratio_interval"] = interval_json(v.ratio_interval);
   out["target_ratio"] = r.target_ratio > 0 ? json(r.target_ratio) : json();
   out["verdict"] = outcome_name(v.outcome);
   // Within noise passes: only a miss fails the run.
@@ -49,9 +51,7 @@ json result_json(const Result& r) {
   if (v.repeated) {
     json repeat = {{"cudakit", side_json(r.repeat_cudakit, summarize(r.repeat_cudakit))},
                    {"raw", side_json(r.repeat_raw, summarize(r.repeat_raw))}};
-    repeat["ratio_interval"] = {{"low", number(v.repeat_interval.low)},
-                                {"high", number(v.repeat_interval.high)},
-                                {"confidence", number(v.repeat_interval.confidence)}};
+    repeat["ratio_interval"] = interval_json(v.repeat_interval);
     repeat["verdict"] = outcome_name(v.repeat_outcome);
     out["repeat"] = repeat;
   }

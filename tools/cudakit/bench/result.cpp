@@ -40,10 +40,10 @@ std::vector<double> round_ratios(const std::vector<double>& cudakit, const std::
 
 namespace {
 
-// The 95% interval of the median per-round ratio; without paired rounds the ratio of the
-// medians is all there is, an interval of one point.
-Interval ratio_interval_of(const std::vector<double>& cudakit, const std::vector<double>& raw, double ratio) {
-  Interval i = median_interval_95(round_ratios(cudakit, raw));
+// The 95% interval of the median of `per_round` (the per-round ratios); without paired
+// rounds the ratio of the medians is all there is, an interval of one point.
+Interval ratio_interval_of(std::vector<double> per_round, double ratio) {
+  Interval i = median_interval_95(std::move(per_round));
   if (!std::isfinite(i.low) && std::isfinite(ratio) && ratio > 0) i = {ratio, ratio, std::numeric_limits<double>::quiet_NaN()};
   return i;
 }
@@ -71,15 +71,16 @@ Verdict judge(const Result& result) {
             {nan, nan, nan},
             Outcome::reported};
   v.ratio = ratio_of_medians(v.cudakit, v.raw);
-  v.round_ratio = summarize(round_ratios(result.cudakit, result.raw));
-  v.ratio_interval = ratio_interval_of(result.cudakit, result.raw, v.ratio);
+  std::vector<double> per_round = round_ratios(result.cudakit, result.raw);
+  v.round_ratio = summarize(per_round);
+  v.ratio_interval = ratio_interval_of(std::move(per_round), v.ratio);
 
   v.judged = result.target_ratio > 0 && result.error.empty();
   v.outcome = !result.error.empty() ? Outcome::error : classify(v.ratio_interval, result.target_ratio, result.better);
   if (v.outcome == Outcome::missed && !result.repeat_cudakit.empty()) {
     v.repeated = true;
     const double again = ratio_of_medians(summarize(result.repeat_cudakit), summarize(result.repeat_raw));
-    v.repeat_interval = ratio_interval_of(result.repeat_cudakit, result.repeat_raw, again);
+    v.repeat_interval = ratio_interval_of(round_ratios(result.repeat_cudakit, result.repeat_raw), again);
     v.repeat_outcome = classify(v.repeat_interval, result.target_ratio, result.better);
     if (v.repeat_outcome != Outcome::missed) v.outcome = Outcome::within_noise;  // the miss did not repeat
   }
