@@ -75,9 +75,9 @@ bool has(const std::vector<Result>& results, const std::string& part) {
 int smoke_rounds() { return Context{.device = Device::get(0), .quick = true, .smoke = true}.interleave(1).rounds; }
 
 // The quick run of a scenario: the cold first requests (reported), then for shared and
-// per-thread weights the four judged pairs and the reported one; every output right.
+// per-thread weights the four judged pairs and the four reported ones; every output right.
 void expect_quick_scenario(const std::vector<Result>& results, const std::string& threads) {
-  ASSERT_EQ(results.size(), 12u);
+  ASSERT_EQ(results.size(), 18u);
   const std::size_t rounds = static_cast<std::size_t>(smoke_rounds());
   for (std::size_t i = 0; i < 2; ++i) {
     const Result& r = results[i];
@@ -88,12 +88,17 @@ void expect_quick_scenario(const std::vector<Result>& results, const std::string
   }
   const char* variants[] = {", shared weights: ", ", weights per thread: "};
   for (std::size_t v = 0; v < 2; ++v) {
-    const Result* judged = &results[2 + 5 * v];
-    const char* pairs[] = {"README idiom vs raw pageable", "README idiom vs raw pinned", "cudakit pinned vs raw pinned",
+    const Result* judged = &results[2 + 8 * v];
+    const char* pairs[] = {"README idiom vs raw pageable",
+                           "README idiom vs raw staged",
+                           "README idiom vs raw pinned",
+                           "raw staged vs raw pinned",
+                           "cudakit pinned vs raw pinned",
+                           "README idiom, every output kept vs raw staged, every output kept",
                            "README idiom, every output kept vs raw pinned",
                            "raw pageable, every output kept vs raw pinned"};
-    const double targets[] = {1.0, 0.85, 0.98, 0.80, 0.0};
-    for (int p = 0; p < 5; ++p) {
+    const double targets[] = {1.0, 0.95, 0.0, 0.0, 0.98, 0.95, 0.0, 0.0};
+    for (int p = 0; p < 8; ++p) {
       const Result& r = judged[p];
       EXPECT_EQ(r.error, "") << r.name;
       EXPECT_EQ(r.name.rfind(threads + variants[v] + pairs[p], 0), 0u) << r.name;

@@ -92,21 +92,61 @@ std::vector<float> idiom_request(StreamRef stream, const Kernels& k, const Devic
   return download(stream, x);
 }
 
+namespace {
+
+// The raw driver's calls of a request made on pageable memory, resolved once.
+struct RawRequestCalls {
+  decltype(raw_entry<EntryId::MemAllocAsync>()) alloc = raw_entry<EntryId::MemAllocAsync>();
+  decltype(raw_entry<EntryId::MemFreeAsync>()) release = raw_entry<EntryId::MemFreeAsync>();
+  decltype(raw_entry<EntryId::MemcpyHtoDAsync>()) h2d = raw_entry<EntryId::MemcpyHtoDAsync>();
+  decltype(raw_entry<EntryId::MemcpyDtoHAsync>()) d2h = raw_entry<EntryId::MemcpyDtoHAsync>();
+  decltype(raw_entry<EntryId::StreamSynchronize>()) synchronize = raw_entry<EntryId::StreamSynchronize>();
+};
+const RawRequestCalls& raw_calls() {
+  static const RawRequestCalls calls;
+  return calls;
+}
+
+// The three device buffers of one raw request, from the stream's memory pool.
+struct RawRequestBuffers {
+  explicit RawRequestBuffers(CUstream s) : stream(s) {
+    for (CUdeviceptr* p : {&in, &temp, &x}) check_raw(raw_calls().alloc(p, bytes, stream), "cuMemAllocAsync");
+  }
+  // Called after the request's wait: the frees are checked, so they are not in a destructor.
+  void free() const {
+    for (CUdeviceptr p : {in, temp, x}) check_raw(raw_calls().release(p, stream), "cuMemFreeAsync");
+  }
+  CUstream stream;
+  CUdeviceptr in = 0, temp = 0, x = 0;
+};
+
+}  // namespace
+
 std::vector<float> raw_pageable_request(CUstream stream, const Kernels& k, CUdeviceptr weights,
                                         const std::vector<float>& input) {
-  static const auto alloc = raw_entry<EntryId::MemAllocAsync>();
-  static const auto release = raw_entry<EntryId::MemFreeAsync>();
-  static const auto h2d = raw_entry<EntryId::MemcpyHtoDAsync>();
-  static const auto d2h = raw_entry<EntryId::MemcpyDtoHAsync>();
-  static const auto synchronize = raw_entry<EntryId::StreamSynchronize>();
-  CUdeviceptr in = 0, temp = 0, x = 0;
-  for (CUdeviceptr* p : {&in, &temp, &x}) check_raw(alloc(p, bytes, stream), "cuMemAllocAsync");
-  check_raw(h2d(in, input.data(), bytes, stream), "cuMemcpyHtoDAsync");
-  launch_request_raw(stream, k, weights, in, temp, x);
+  const RawRequestCalls& raw = raw_calls();
+  RawRequestBuffers b(stream);
+  check_raw(raw.h2d(b.in, input.data(), bytes, stream), "cuMemcpyHtoDAsync");
+  launch_request_raw(stream, k, weights, b.in, b.temp, b.x);
   std::vector<float> out(input.size());
-  check_raw(d2h(out.data(), x, bytes, stream), "cuMemcpyDtoHAsync");
-  check_raw(synchronize(stream), "cuStreamSynchronize");
-  for (CUdeviceptr p : {in, temp, x}) check_raw(release(p, stream), "cuMemFreeAsync");
+  check_raw(raw.d2h(out.data(), b.x, bytes, stream), "cuMemcpyDtoHAsync");
+  check_raw(raw.synchronize(stream), "cuStreamSynchronize");
+  b.free();
+  return out;
+}
+
+std::vector<float> raw_staged_request(CUstream stream, const Kernels& k, CUdeviceptr weights,
+                                      const std::vector<float>& input, float* staging_in, float* staging_out) {
+  const RawRequestCalls& raw = raw_calls();
+  RawRequestBuffers b(stream);
+  std::memcpy(staging_in, input.data(), bytes);  // the previous request's copy finished: it waited
+  check_raw(raw.h2d(b.in, staging_in, bytes, stream), "cuMemcpyHtoDAsync");
+  launch_request_raw(stream, k, weights, b.in, b.temp, b.x);
+  check_raw(raw.d2h(staging_out, b.x, bytes, stream), "cuMemcpyDtoHAsync");
+  std::vector<float> out(input.size());  // made and zeroed while the device works
+  check_raw(raw.synchronize(stream), "cuStreamSynchronize");
+  std::memcpy(out.data(), staging_out, bytes);
+  b.free();
   return out;
 }
 

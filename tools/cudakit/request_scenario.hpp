@@ -11,6 +11,11 @@
 //                   vector out), cuStreamSynchronize, cuMemFreeAsync.
 //   cudakit pinned: PinnedBuffer in and out and device buffers made once, copy(),
 //                   typed launches, download() into the pinned output.
+//   raw staged:     the README idiom's work by hand with the raw driver, as a careful
+//                   program does it: buffers made per request with cuMemAllocAsync, the
+//                   input copied into page-locked memory of its own (cuMemHostAlloc, made
+//                   once), the async copies, the new output vector made before the wait
+//                   and filled from page-locked memory after it, cuMemFreeAsync.
 //   raw pinned:     cuMemHostAlloc memory and device buffers made once, the async
 //                   copies, cuStreamSynchronize.
 #pragma once
@@ -73,6 +78,12 @@ std::vector<float> idiom_request(StreamRef stream, const Kernels& k, const Devic
 /// One request with the raw driver on pageable memory, buffers made per request.
 std::vector<float> raw_pageable_request(CUstream stream, const Kernels& k, CUdeviceptr weights,
                                         const std::vector<float>& input);
+
+/// One request with the raw driver on pageable memory staged by hand through the
+/// caller's page-locked `staging_in` and `staging_out` (each `bytes` long), buffers made
+/// per request.
+std::vector<float> raw_staged_request(CUstream stream, const Kernels& k, CUdeviceptr weights,
+                                      const std::vector<float>& input, float* staging_in, float* staging_out);
 
 /// Device memory from cuMemAlloc, released at the end of the scope.
 class RawDeviceMemory {
