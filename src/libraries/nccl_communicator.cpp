@@ -373,6 +373,7 @@ Communicator Communicator::split(int color, int key, const Options& options) con
   ncclConfig_t config = detail::make_config(options);
   {
     std::lock_guard lock(parent.call_lock);
+    parent.throw_if_ended();  // the watchdog may have aborted it while this waited for the lock
     detail::make_device_current(parent.device);
     ncclResult_t r = api.CommSplit(parent.comm, color == no_color ? NCCL_SPLIT_NOCOLOR : color, key, &s->comm, &config);
     if (r != ncclSuccess && r != ncclInProgress) throw parent.error(r, "ncclCommSplit");

@@ -3,7 +3,10 @@
 // completes, an asynchronous error) and the errors' words.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <latch>
+#include <thread>
 
 #include "cudakit/capture.hpp"
 #include "cudakit/graph.hpp"
@@ -142,6 +145,40 @@ TEST_F(NcclCommunicatorTest, AnAsynchronousErrorEndsTheCommunicatorThroughTheWat
   ASSERT_EQ(parked.size(), 1u);
   EXPECT_EQ(parked[0].origin, "NCCL watchdog");
   EXPECT_HAS(parked[0].message, "ncclRemoteError");
+}
+
+// A split that waits for the call lock while the watchdog ends the communicator sees the
+// end once it holds the lock: NCCL is never handed the aborted communicator. The schedule:
+// the watchdog's first poll pauses in ncclCommGetAsyncError with the lock held, and the
+// communicator gets an asynchronous error; a user thread's split passes its first look at
+// the communicator and waits for the lock; then the watchdog goes on and aborts it.
+TEST_F(NcclCommunicatorTest, ASplitWaitingWhileTheWatchdogEndsTheCommunicatorThrowsTheEnd) {
+  expect_parked_errors();
+  nccl::Communicator comm = one_rank(quick());
+  const ncclComm_t handle = comm.handle();
+  const std::thread::id test_thread = std::this_thread::get_id();
+  std::atomic<bool> paused_once{false};
+  std::latch watchdog_paused(1), watchdog_goes_on(1);
+  nccl().on_entry([&](NcclEntry e) {
+    if (e != NcclEntry::CommGetAsyncError || std::this_thread::get_id() == test_thread) return;
+    if (paused_once.exchange(true)) return;
+    nccl().set_async_error(handle, ncclRemoteError);
+    watchdog_paused.count_down();
+    watchdog_goes_on.wait();
+  });
+  watchdog_paused.wait();
+  std::string split_error = "(no error)";
+  std::thread user([&] {  // the communicator's one user thread meanwhile
+    split_error = message_of<nccl::NcclError>([&] { (void)comm.split(0, 0); });
+  });
+  // The split waits for nothing but the lock: it is there long before this ends.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  watchdog_goes_on.count_down();
+  user.join();
+  nccl().on_entry(nullptr);
+  EXPECT_HAS(split_error, "ncclCommGetAsyncError on rank 0 of 1 (device 0): ncclRemoteError");
+  EXPECT_EQ(nccl().calls(NcclEntry::CommSplit), 0) << "NCCL was handed the aborted communicator";
+  ASSERT_TRUE(eventually([&] { return !drain_parked_errors().empty(); })) << "the watchdog parked no error";
 }
 
 TEST_F(TwoGpuNcclTest, ACollectiveThatNeverCompletesIsAbortedAfterTheDeadline) {

@@ -66,6 +66,12 @@ thread_local int group_depth = 0;
 thread_local std::set<NcclComm*> group_comms;
 
 ncclResult_t enter(NcclEntry e) {
+  std::function<void(NcclEntry)> hook;
+  {
+    std::lock_guard l(N().mutex);
+    hook = N().entry_hook;
+  }
+  if (hook) hook(e);  // outside the lock: it may wait for another thread's calls
   std::lock_guard l(N().mutex);
   auto i = static_cast<std::size_t>(e);
   int n = ++N().call_counts[i];
@@ -649,6 +655,10 @@ void Nccl::set_async_error(ncclComm_t comm, ncclResult_t result) {
   std::lock_guard l(mutex);
   auto* c = reinterpret_cast<NcclComm*>(comm);
   if (comms.count(c)) c->async_error = result;
+}
+void Nccl::on_entry(std::function<void(NcclEntry)> hook) {
+  std::lock_guard l(mutex);
+  entry_hook = std::move(hook);
 }
 int Nccl::calls(NcclEntry e) const {
   std::lock_guard l(mutex);

@@ -20,6 +20,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -65,6 +66,10 @@ class Nccl {
   void clear_faults();
   /// From now on ncclCommGetAsyncError of `comm` says `result`.
   void set_async_error(ncclComm_t comm, ncclResult_t result);
+  /// Calls `hook` on the calling thread as each entry begins, before the entry's own work:
+  /// a test pauses a call there (with cudakit's call lock held) to order another thread's
+  /// calls around it. An empty function removes it.
+  void on_entry(std::function<void(NcclEntry)> hook);
 
   // ---- observation ----
   int calls(NcclEntry entry) const;
@@ -97,6 +102,7 @@ class Nccl {
   std::map<const void*, NcclComm*> registrations;  // handle -> its communicator (which takes it along when it goes)
   std::map<std::string, NcclClique*> cliques;  // by unique id bytes
   std::vector<std::string> problems;
+  std::function<void(NcclEntry)> entry_hook;
   std::string last_error;
   int abort_count = 0;
   std::uint64_t next_id = 1;
