@@ -149,6 +149,27 @@ TEST_F(NcclDeviceTest, ACapturedAllReduceReplaysOnNewInputs) {
   comm.synchronize(s);
 }
 
+TEST_F(NcclDeviceTest, ASplitOfOneRankMakesAWorkingCommunicatorAndNoColorMakesNone) {
+  nccl::Communicator comm(nccl::UniqueId::generate(), 1, 0, device());
+  nccl::Communicator left_out = comm.split(nccl::Communicator::no_color, 0);
+  EXPECT_FALSE(left_out) << "no_color leaves the rank out";
+  nccl::Communicator half = comm.split(3, 0);
+  ASSERT_TRUE(half);
+  EXPECT_EQ(half.size(), 1);
+  EXPECT_EQ(half.rank(), 0);
+  EXPECT_NE(half.handle(), comm.handle());
+  Stream s(device());
+  auto host = random_quarters(1 << 16, fresh_seed());
+  DeviceBuffer<float> x = upload(s, host);
+  DeviceBuffer<float> y(s, host.size(), uninitialized);
+  fill_pattern8(s, y, 0xBD);  // poison: a NaN
+  nccl::all_reduce(half, s, x, y);
+  EXPECT_EQ(download(s, y), host);
+  half.synchronize(s);
+  half.destroy();
+  comm.destroy();
+}
+
 TEST_F(NcclDeviceTest, RegisteredBuffersWorkLikeAnyOther) {
   nccl::Communicator comm(nccl::UniqueId::generate(), 1, 0, device());
   Stream s(device());
