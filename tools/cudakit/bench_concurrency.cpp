@@ -173,7 +173,7 @@ enum class Arm {
   raw_staged,
   raw_staged_kept
 };
-constexpr int arm_count = 10;
+constexpr int arm_count = static_cast<int>(Arm::raw_staged_kept) + 1;  // every arm, timed or not
 constexpr Arm timed_arms[] = {Arm::idiom,      Arm::raw_pageable,      Arm::cudakit_pinned, Arm::raw_pinned,
                               Arm::idiom_kept, Arm::raw_pageable_kept, Arm::raw_staged,     Arm::raw_staged_kept};
 
